@@ -1,0 +1,42 @@
+# Two commands do all setup: `make demo` runs geotrain on the embedded default (bundled prices),
+# `make test` runs the whole test suite. Both create or reuse .venv and install what they need;
+# a second run skips the install unless pyproject.toml changed.
+
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+# CPU-only machines elsewhere: make test TORCH="torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu"
+TORCH  ?= torch==2.13.0
+PIP    := $(BIN)/python -m pip install --quiet --disable-pip-version-check
+
+.PHONY: demo test bench data clean
+
+demo: $(VENV)/.demo-installed
+	$(BIN)/geotrain catalog show bundled
+	$(BIN)/geotrain catalog list --accelerator T4 --market spot --limit 12
+	$(BIN)/geotrain catalog list --continent europe --accelerator A100 --limit 8
+
+test: $(VENV)/.test-installed
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+bench: $(VENV)/.test-installed
+	$(BIN)/python bench/startup.py
+
+# Rebuild the bundled price data from ../shared/data (see geotrain/pricing/data/PROVENANCE.md).
+data: $(VENV)/.demo-installed
+	$(BIN)/python scripts/build_bundled_data.py
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+$(VENV)/.demo-installed: pyproject.toml | $(BIN)/python
+	$(PIP) -e .
+	@touch $@
+
+$(VENV)/.test-installed: pyproject.toml | $(BIN)/python
+	$(PIP) $(TORCH)
+	$(PIP) -e '.[aws,gcp,azure,train,plot,dev]'
+	@touch $@ $(VENV)/.demo-installed
+
+clean:
+	rm -rf $(VENV) build dist *.egg-info .pytest_cache .hypothesis

@@ -1,0 +1,3 @@
+from geotrain.cli import main
+
+main()

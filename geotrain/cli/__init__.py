@@ -1,0 +1,76 @@
+"""The ``geotrain`` command line: parse → call one library function → render. No logic here.
+
+Every :class:`~geotrain.errors.GeotrainError` is turned into one line on stderr and its exit code
+(see ``geotrain.errors``) in :class:`GeotrainGroup`; ``--debug`` shows the traceback as well.
+Heavy modules (pandas, the solver, torch, cloud SDKs) are imported inside the commands that use
+them, so ``geotrain --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import sys
+import traceback
+
+import click
+import typer
+from typer.core import TyperGroup
+
+from geotrain import __version__
+from geotrain.errors import EXIT_INTERRUPTED, GeotrainError
+
+
+class GeotrainGroup(TyperGroup):
+    """Maps geotrain errors to exit codes, for the console script and for CliRunner alike."""
+
+    def invoke(self, ctx: click.Context):  # noqa: ANN201 - click's signature
+        try:
+            return super().invoke(ctx)
+        except GeotrainError as exc:
+            if _debug(ctx):
+                traceback.print_exc()
+            click.echo(f"error: {exc}", err=True)
+            ctx.exit(exc.exit_code)
+        except KeyboardInterrupt:
+            click.echo("interrupted", err=True)
+            ctx.exit(EXIT_INTERRUPTED)
+
+
+def _debug(ctx: click.Context) -> bool:
+    root = ctx.find_root()
+    return bool(root.params.get("debug")) or "--debug" in sys.argv
+
+
+app = typer.Typer(
+    cls=GeotrainGroup,
+    name="geotrain",
+    help="Plan, launch and account for deep-learning training on spot VMs across zones, clouds and your own machines.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"geotrain {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def root(
+    debug: bool = typer.Option(False, "--debug", help="Show tracebacks of errors."),
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                 help="Print the version and exit."),
+) -> None:
+    """geotrain: the spot-market, cost-aware scheduler for training across clouds."""
+
+
+from geotrain.cli import catalog as _catalog  # noqa: E402  (registers the sub-commands)
+
+app.add_typer(_catalog.app, name="catalog")
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app()

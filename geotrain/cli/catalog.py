@@ -1,0 +1,193 @@
+"""``geotrain catalog``: look at and manage the offers geotrain plans with."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from geotrain.cli.render import checked, console, percent, print_json, split_values, usd
+from geotrain.domain import Continent, Market
+
+app = typer.Typer(help="Look at and manage the price catalog (offers of all clouds and your own machines).",
+                  no_args_is_help=True, rich_markup_mode=None)
+
+_CONTINENTS = tuple(c.value for c in Continent)
+_MARKETS = tuple(m.value for m in Market)
+DEFAULT_ROWS = 40
+
+
+@app.command("list")
+def list_offers(
+    cloud: list[str] = typer.Option(None, "--cloud", help="aws, gcp, azure, onprem (repeat or comma-separate)."),
+    region: list[str] = typer.Option(None, "--region", help="Region name, e.g. us-east-1."),
+    continent: list[str] = typer.Option(None, "--continent", help=f"One of {', '.join(_CONTINENTS)}."),
+    accelerator: list[str] = typer.Option(None, "--accelerator",
+                                          help="Accelerator model, e.g. T4, A100 (also matches A100-80GB)."),
+    market: list[str] = typer.Option(None, "--market", help="spot, on_demand or owned."),
+    instance_type: list[str] = typer.Option(None, "--instance-type", help="Instance type, e.g. g4dn.xlarge."),
+    max_price: float = typer.Option(None, "--max-price", min=0, help="Highest price per node, USD/h."),
+    limit: int = typer.Option(None, "--limit", min=0,
+                              help=f"Rows to show (table default {DEFAULT_ROWS}, JSON default all; 0 = all)."),
+    snapshot_id: str = typer.Option(None, "--snapshot", help="Snapshot id (default: the current one)."),
+    as_json: bool = typer.Option(False, "--json", help="Print a JSON list of offers keyed by schema column."),
+) -> None:
+    """List offers, cheapest per accelerator first, with spot discount and interruption band."""
+    from geotrain.pricing.catalog import comparison_view
+    from geotrain.pricing.snapshot import OfferFilter, SnapshotStore
+
+    offer_filter = OfferFilter(
+        clouds=split_values(cloud),
+        regions=split_values(region),
+        continents=tuple(Continent(c) for c in checked(split_values(continent), _CONTINENTS, "--continent")),
+        accelerators=split_values(accelerator),
+        markets=tuple(Market(m) for m in checked(split_values(market), _MARKETS, "--market")),
+        instance_types=split_values(instance_type),
+        max_price_usd_per_hour=max_price,
+    )
+    store = SnapshotStore()
+    snapshot = store.load(snapshot_id) if snapshot_id else store.current()
+    view = comparison_view(snapshot, offer_filter)
+    shown = view if not limit and (as_json or limit == 0) else view.head(limit or DEFAULT_ROWS)
+    if as_json:
+        print_json(_offer_records(shown))
+        return
+    _render_offers(shown, total=len(view), snapshot=snapshot)
+
+
+def _offer_records(view):  # noqa: ANN001, ANN202 - pandas is imported lazily
+    from geotrain.pricing.schema import COLUMN_NAMES, to_text
+
+    text = to_text(view)
+    records = []
+    for (_, typed), (_, raw) in zip(view.iterrows(), text.iterrows(), strict=True):
+        record = {}
+        for name in COLUMN_NAMES:
+            value = typed[name]
+            if raw[name] == "":
+                record[name] = None if name not in ("zone", "source") else ""
+            elif name == "observed_at":
+                record[name] = raw[name]
+            elif isinstance(value, str):
+                record[name] = value
+            else:
+                record[name] = value.item() if hasattr(value, "item") else value
+        records.append(record)
+    return records
+
+
+def _render_offers(view, *, total: int, snapshot) -> None:  # noqa: ANN001
+    from rich.table import Table
+
+    out = console()
+    if view.empty:
+        out.print(f"No offers match (snapshot {snapshot.snapshot_id}, {len(snapshot)} offers); widen the filters.")
+        return
+    table = Table(title=f"Offers in {snapshot.label} snapshot {snapshot.snapshot_id}", title_justify="left")
+    for name, justify in (("cloud", "left"), ("region", "left"), ("zone", "left"), ("instance", "left"),
+                          ("accel", "left"), ("market", "left"), ("$/h", "right"), ("on-demand $/h", "right"),
+                          ("discount", "right"), ("$/accel-h", "right"), ("interruption", "left")):
+        table.add_column(name, justify=justify, no_wrap=name in ("instance", "$/h", "on-demand $/h"))
+    for row in view.itertuples(index=False):
+        accel = "-" if row.accelerator_count == 0 else f"{row.accelerator_count}x{row.accelerator}"
+        table.add_row(
+            row.cloud, row.region, row.zone or "(region)", row.instance_type, accel, row.market,
+            usd(row.price_usd_per_hour), usd(row.on_demand_usd_per_hour),
+            "-" if row.market != "spot" else percent(row.discount),
+            usd(row.usd_per_accelerator_hour), _interruption(row),
+        )
+    out.print(table)
+    if total > len(view):
+        out.print(f"Showing {len(view)} of {total} offers; --limit 0 shows all, filters narrow the list.")
+
+
+def _interruption(row) -> str:  # noqa: ANN001
+    """The band as users know it; measured figures where a trace gave them."""
+    band = row.interruption_band if isinstance(row.interruption_band, str) else None
+    parts = [band or "unknown"]
+    if band == "trace" and row.interruptions_per_hour == row.interruptions_per_hour:  # not NaN
+        parts.append(f"{row.interruptions_per_hour:.3g}/h")
+    if row.availability == row.availability:
+        parts.append(f"avail {row.availability:.0%}")
+    return " ".join(parts)
+
+
+@app.command("show")
+def show(
+    snapshot_id: str = typer.Argument(None, help="Snapshot id or 'bundled' (default: the current one)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+) -> None:
+    """Describe a snapshot: where its prices come from, when they were observed, what it covers."""
+    from geotrain.pricing.catalog import summary
+    from geotrain.pricing.snapshot import SnapshotStore
+
+    store = SnapshotStore()
+    snapshot = store.load(snapshot_id) if snapshot_id else store.current()
+    info = summary(snapshot)
+    if as_json:
+        print_json(info)
+        return
+    out = console()
+    out.print(f"[bold]{info['snapshot_id']}[/bold]  {info['label']}"
+              + (f"  (parent {info['parent_id']})" if info["parent_id"] else ""))
+    out.print(f"offers: {info['offers']}  regions: {info['regions']}  clouds: {', '.join(info['clouds'])}")
+    out.print(f"observed: {info['observed_from'][:10]} .. {info['observed_to'][:10]}")
+    out.print(f"continents: {', '.join(info['continents'])}")
+    out.print(f"accelerators: {', '.join(info['accelerators'])}")
+    for row in info["by_cloud_and_market"]:
+        out.print(f"  {row['cloud']:<8} {row['market']:<10} {row['offers']:>6}")
+    out.print(f"sources: {', '.join(info['sources'])}")
+
+
+@app.command("snapshots")
+def snapshots(as_json: bool = typer.Option(False, "--json", help="Print the list as JSON.")) -> None:
+    """List stored snapshots and which one is current."""
+    from geotrain.pricing.snapshot import BUNDLED, SnapshotStore, bundled_snapshot
+
+    store = SnapshotStore()
+    current = store.current_id()
+    bundled = bundled_snapshot()
+    rows = [{"snapshot_id": bundled.snapshot_id, "label": BUNDLED, "offers": len(bundled),
+             "created_at": bundled.created_at.isoformat(), "parent_id": None}] + store.listing()
+    for row in rows:
+        row["current"] = row["snapshot_id"] == current or (current == BUNDLED and row["label"] == BUNDLED)
+    if as_json:
+        print_json(rows)
+        return
+    out = console()
+    for row in rows:
+        mark = "*" if row["current"] else " "
+        out.print(f"{mark} {row['snapshot_id']}  {row.get('offers', '?'):>6} offers  "
+                  f"{str(row.get('created_at', ''))[:19]}  {row.get('label', '')}")
+
+
+@app.command("import")
+def import_file(
+    path: Path = typer.Argument(..., help="CSV in geotrain's schema or SkyPilot's vms.csv, or a YAML inventory."),
+    file_format: str = typer.Option("auto", "--format", help="auto, geotrain, skypilot or inventory."),
+    cloud: str = typer.Option(None, "--cloud", help="Cloud of a SkyPilot catalog (default: from its regions)."),
+    replace: bool = typer.Option(False, "--replace",
+                                 help="Make a snapshot of this file alone instead of merging into the current one."),
+) -> None:
+    """Import offers into a new snapshot (merged into the current one) and make it current."""
+    from geotrain.pricing.catalog import import_into_catalog
+    from geotrain.pricing.importers import FileFormat
+    from geotrain.pricing.snapshot import SnapshotStore
+
+    fmt = FileFormat(checked((file_format,), tuple(f.value for f in FileFormat), "--format")[0])
+    outcome = import_into_catalog(path, store=SnapshotStore(), file_format=fmt, cloud=cloud, replace=replace)
+    out = console()
+    how = "alone" if outcome.replaced_all else f"merged into {outcome.snapshot.parent_id}"
+    out.print(f"Imported {len(outcome.result.table)} offers ({outcome.result.file_format.value} format) from {path}; "
+              f"snapshot {outcome.snapshot.snapshot_id} ({len(outcome.snapshot)} offers, {how}) is now current.")
+    for line in outcome.result.skipped:
+        out.print(f"Skipped {line}.")
+
+
+@app.command("use")
+def use(snapshot_id: str = typer.Argument(..., help="Snapshot id, or 'bundled'.")) -> None:
+    """Make a stored snapshot (or the bundled one) current."""
+    from geotrain.pricing.snapshot import SnapshotStore
+
+    snapshot = SnapshotStore().set_current(snapshot_id)
+    console().print(f"Current snapshot: {snapshot.snapshot_id} ({snapshot.label}, {len(snapshot)} offers).")

@@ -1,0 +1,48 @@
+"""Output helpers shared by the commands: JSON to stdout, rich tables, number formats."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from typing import Any
+
+from geotrain.errors import InputError
+
+
+def print_json(value: Any) -> None:
+    """Machine-readable output: plain JSON on stdout, nothing else."""
+    sys.stdout.write(json.dumps(value, indent=2, default=str, allow_nan=False) + "\n")
+
+
+def console():  # noqa: ANN201 - rich is imported lazily
+    from rich.console import Console
+
+    return Console(highlight=False, soft_wrap=False)
+
+
+def split_values(values: list[str] | None) -> tuple[str, ...]:
+    """Repeated options and comma-separated lists both work: --cloud aws,gcp --cloud azure."""
+    out: list[str] = []
+    for value in values or []:
+        out.extend(part.strip() for part in value.split(",") if part.strip())
+    return tuple(out)
+
+
+def checked(values: tuple[str, ...], choices: tuple[str, ...], option: str) -> tuple[str, ...]:
+    for value in values:
+        if value not in choices:
+            raise InputError(f"{option}: {value!r} is not one of {', '.join(choices)}")
+    return values
+
+
+def usd(value: float | None, digits: int = 4) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    return f"${value:,.{digits}f}"
+
+
+def percent(value: float | None) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    return f"{value * 100:.0f}%"

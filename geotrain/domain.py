@@ -1,0 +1,210 @@
+"""Frozen dataclasses shared by every layer. Standard library only.
+
+Vocabulary (one word per concept):
+
+- An **Offer** is one purchasable option: a cloud, region and zone, an instance type, a market
+  (spot, on-demand, or owned for on-prem machines), its price per hour, accelerators, a capacity hint
+  and an interruption signal. Not "instance option", not "resource".
+- A **Location** is where an offer runs: cloud, region, zone (empty when the price is region-wide,
+  as Azure's are) and continent.
+- A **JobSpec** is what the user asks for: a workload, an objective and the constraints on the mix.
+
+Units are in names: ``_usd_per_hour``, ``_gib``, ``_gbps``, ``_per_hour``, ``_s``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+
+
+class Market(StrEnum):
+    """How an offer is bought. ``owned`` is the user's own hardware (on-prem)."""
+
+    SPOT = "spot"
+    ON_DEMAND = "on_demand"
+    OWNED = "owned"
+
+
+class Continent(StrEnum):
+    """Continents as cloud egress price lists group them (the Middle East is its own group)."""
+
+    NORTH_AMERICA = "north_america"
+    SOUTH_AMERICA = "south_america"
+    EUROPE = "europe"
+    ASIA = "asia"
+    MIDDLE_EAST = "middle_east"
+    AFRICA = "africa"
+    OCEANIA = "oceania"
+
+
+class Objective(StrEnum):
+    """What the planner optimises (issue: planner)."""
+
+    MIN_COST = "min_cost"  # minimum $/h for at least a target samples/s
+    MAX_THROUGHPUT = "max_throughput"  # maximum samples/s within a $/h budget
+    MIN_COST_PER_SAMPLE = "min_cost_per_sample"  # minimum $ per 1M samples
+    MIN_COST_BY_DEADLINE = "min_cost_by_deadline"  # N samples before a deadline, cheapest
+
+
+class SyncStrategyName(StrEnum):
+    """How peers synchronise; the perf model and the training runtime implement each."""
+
+    HIVEMIND = "hivemind"  # large-batch averaging after a target batch size
+    ALLREDUCE = "allreduce"  # synchronous data-parallel all-reduce every step
+    LOCAL_SGD = "local-sgd"  # model averaging every H steps, per-region groups
+    ASGD_GA = "asgd-ga"  # asynchronous SGD with gradient accumulation between regions
+
+
+class LinkClass(StrEnum):
+    """How far apart two nodes are, as clouds price the traffic between them."""
+
+    SAME_ZONE = "same_zone"
+    CROSS_ZONE = "cross_zone"
+    CROSS_REGION = "cross_region"  # same cloud, same continent
+    CROSS_CONTINENT = "cross_continent"  # same cloud
+    INTERNET = "internet"  # another cloud, an on-prem site, the internet
+
+
+CLOUD_ONPREM = "onprem"
+
+
+@dataclass(frozen=True, slots=True)
+class Location:
+    """Where an offer runs. ``zone`` is "" when the price holds for the whole region."""
+
+    cloud: str
+    region: str
+    zone: str
+    continent: Continent
+
+    @property
+    def region_scope(self) -> str:
+        return f"{self.cloud}/{self.region}"
+
+    @property
+    def zone_scope(self) -> str:
+        """The narrowest scope that preemptions are correlated in: the zone, else the region."""
+        return f"{self.cloud}/{self.region}/{self.zone}" if self.zone else self.region_scope
+
+
+def link_class(src: Location, dst: Location) -> LinkClass:
+    """The link class of traffic from ``src`` to ``dst``.
+
+    A region-wide location (zone "") next to a zoned one in the same region counts as cross-zone:
+    nothing guarantees the two land in the same zone.
+    """
+    if src.cloud != dst.cloud or CLOUD_ONPREM in (src.cloud, dst.cloud):
+        return LinkClass.INTERNET
+    if src.continent != dst.continent:
+        return LinkClass.CROSS_CONTINENT
+    if src.region != dst.region:
+        return LinkClass.CROSS_REGION
+    if src.zone == dst.zone:
+        return LinkClass.SAME_ZONE
+    return LinkClass.CROSS_ZONE
+
+
+@dataclass(frozen=True, slots=True)
+class InstanceShape:
+    """The hardware of one node. ``accelerator`` is None for a CPU-only machine."""
+
+    instance_type: str
+    vcpus: float
+    memory_gib: float
+    accelerator: str | None
+    accelerator_count: int
+
+
+@dataclass(frozen=True, slots=True)
+class InterruptionSignal:
+    """How likely an offer is to be taken away.
+
+    ``band`` is the AWS Spot Advisor frequency band ("<5%" … ">20%"), "trace" when the figures come
+    from an availability trace, "none" for markets that are not interrupted, or None when unknown.
+    ``interruptions_per_hour`` is the expected number of interruptions per node-hour (None =
+    unknown). ``availability`` is the share of time a spot request in this scope succeeded in a
+    trace (None = no trace).
+    """
+
+    band: str | None
+    interruptions_per_hour: float | None
+    availability: float | None = None
+
+    @property
+    def mean_time_between_preemptions_h(self) -> float | None:
+        if self.interruptions_per_hour is None:
+            return None
+        return math.inf if self.interruptions_per_hour == 0 else 1.0 / self.interruptions_per_hour
+
+
+@dataclass(frozen=True, slots=True)
+class Offer:
+    """One purchasable option at one moment. ``offer_id`` is its stable key."""
+
+    location: Location
+    shape: InstanceShape
+    market: Market
+    price_usd_per_hour: float
+    capacity_hint: int | None  # nodes believed obtainable; None = unknown
+    interruption: InterruptionSignal
+    observed_at: datetime
+    source: str
+    uplink_gbps: float | None = None  # on-prem sites: their internet uplink
+
+    @property
+    def offer_id(self) -> str:
+        loc = self.location
+        return f"{loc.cloud}/{loc.region}/{loc.zone or '-'}/{self.shape.instance_type}/{self.market}"
+
+    @property
+    def price_usd_per_accelerator_hour(self) -> float | None:
+        if not self.shape.accelerator_count:
+            return None
+        return self.price_usd_per_hour / self.shape.accelerator_count
+
+
+@dataclass(frozen=True, slots=True)
+class DatasetSpec:
+    """Where a job's training data lives and how much of it the job reads."""
+
+    cloud: str
+    region: str
+    size_gib: float
+    passes: float = 1.0  # how many times the whole dataset is read over the job
+
+
+@dataclass(frozen=True, slots=True)
+class Constraints:
+    """Limits on the mix. None means "no limit"."""
+
+    clouds: frozenset[str] | None = None
+    regions: frozenset[str] | None = None  # "cloud/region" or bare region names
+    continents: frozenset[Continent] | None = None
+    max_regions: int | None = None
+    max_nodes: int | None = None
+    max_nodes_per_zone: int | None = None
+    max_zone_share: float | None = None  # at most this share of nodes in one zone
+    max_spot_share: float | None = None
+    spot_only: bool = False
+    onprem_required: bool = False  # must use every on-prem machine in the inventory
+
+
+@dataclass(frozen=True, slots=True)
+class JobSpec:
+    """A training job as the user describes it (see ``geotrain.config``)."""
+
+    name: str
+    workload: str
+    objective: Objective
+    strategy: SyncStrategyName = SyncStrategyName.HIVEMIND
+    target_samples_per_s: float | None = None
+    budget_usd_per_hour: float | None = None
+    total_samples: int | None = None
+    deadline_h: float | None = None
+    constraints: Constraints = field(default_factory=Constraints)
+    onprem_inventory: str | None = None  # path to an inventory file
+    dataset: DatasetSpec | None = None
+    checkpoint_url: str | None = None

@@ -1,0 +1,94 @@
+"""Every failure a user can see is a :class:`GeotrainError`.
+
+The tree, with the process exit code the CLI maps each branch to (once, in ``geotrain.cli``)::
+
+    GeotrainError                     1  something geotrain could not do; the message says what
+    ├── InputError                    2  bad input: a flag, a file, a spec; fix the input and rerun
+    │   ├── CatalogError              2  an offer file or snapshot that breaks the offer schema
+    │   ├── JobSpecError              2  a job spec (YAML) with a missing, unknown or invalid field
+    │   └── NotFoundError             2  a named thing (snapshot id, run id, workload) does not exist
+    ├── InfeasibleError               3  the planner proved no mix meets the constraints
+    ├── ProviderError                 4  a cloud or local provider refused or failed
+    │   ├── CredentialsError          4  missing or rejected credentials
+    │   ├── CapacityError             4  the scope (zone, region) has no capacity now
+    │   ├── QuotaError                4  an account quota is exhausted
+    │   └── ThrottledError            4  the API asked us to slow down
+    └── RunError                      5  a launched run failed (training crashed, restart budget spent)
+
+Exit code 130 is reserved for Ctrl-C, and 0 for success. Messages are one sentence (or two) that say
+what was wrong and what to do; the original exception, if any, is kept as ``__cause__``.
+"""
+
+from __future__ import annotations
+
+
+class GeotrainError(Exception):
+    """Base of every user-facing failure. ``exit_code`` is what the CLI exits with."""
+
+    exit_code: int = 1
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class InputError(GeotrainError):
+    """The user gave something geotrain cannot use: a flag value, a file, a spec."""
+
+    exit_code = 2
+
+
+class CatalogError(InputError):
+    """An offer file or stored snapshot breaks the offer schema (names file, line and column)."""
+
+
+class JobSpecError(InputError):
+    """A job spec file has a missing, unknown or invalid field (names the field)."""
+
+
+class NotFoundError(InputError):
+    """A snapshot, run, workload or other named thing does not exist."""
+
+
+class InfeasibleError(GeotrainError):
+    """No mix of offers meets the constraints; the message names the binding one."""
+
+    exit_code = 3
+
+
+class ProviderError(GeotrainError):
+    """A provider (cloud or local) refused or failed. ``scope`` names where, e.g. a zone."""
+
+    exit_code = 4
+
+    def __init__(self, message: str, *, scope: str | None = None) -> None:
+        super().__init__(message)
+        self.scope = scope
+
+
+class CredentialsError(ProviderError):
+    """Credentials are missing, expired or rejected."""
+
+
+class CapacityError(ProviderError):
+    """The scope has no capacity for the requested offer right now."""
+
+
+class QuotaError(ProviderError):
+    """An account or project quota would be exceeded."""
+
+
+class ThrottledError(ProviderError):
+    """The provider's API rate-limited the request."""
+
+
+class RunError(GeotrainError):
+    """A launched run failed and could not be recovered."""
+
+    exit_code = 5
+
+
+EXIT_INTERRUPTED = 130

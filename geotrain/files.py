@@ -1,0 +1,65 @@
+"""Where geotrain keeps its state, and the one way it writes files.
+
+``GEOTRAIN_HOME`` (environment variable) overrides the per-user data directory that platformdirs
+picks (e.g. ``~/.local/share/geotrain`` on Linux). Every write goes through
+:func:`atomic_write_bytes`: a temporary file in the same directory, fsync, rename, fsync of the
+directory. A reader therefore sees the old file or the new one, never a torn one, and a failed write
+leaves what was on disk untouched.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from pathlib import Path
+
+ENV_HOME = "GEOTRAIN_HOME"
+
+
+def geotrain_home() -> Path:
+    """The state directory (created on first use)."""
+    override = os.environ.get(ENV_HOME)
+    if override:
+        home = Path(override).expanduser()
+    else:
+        import platformdirs
+
+        home = Path(platformdirs.user_data_dir("geotrain", appauthor=False))
+    home.mkdir(parents=True, exist_ok=True)
+    return home
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` so that readers see either the old or the new content."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp_name, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp_name)
+        raise
+    _fsync_dir(path.parent)
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def _fsync_dir(directory: Path) -> None:
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:  # some file systems do not allow opening a directory
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
