@@ -77,25 +77,31 @@ def _offer_records(view):  # noqa: ANN001, ANN202 - pandas is imported lazily
 
 
 def _render_offers(view, *, total: int, snapshot) -> None:  # noqa: ANN001
+    from rich import box
     from rich.table import Table
 
     out = console()
     if view.empty:
         out.print(f"No offers match (snapshot {snapshot.snapshot_id}, {len(snapshot)} offers); widen the filters.")
         return
-    table = Table(title=f"Offers in {snapshot.label} snapshot {snapshot.snapshot_id}", title_justify="left")
-    for name, justify in (("cloud", "left"), ("region", "left"), ("zone", "left"), ("instance", "left"),
-                          ("accel", "left"), ("market", "left"), ("$/h", "right"), ("on-demand $/h", "right"),
-                          ("discount", "right"), ("$/accel-h", "right"), ("interruption", "left")):
-        table.add_column(name, justify=justify, no_wrap=name in ("instance", "$/h", "on-demand $/h"))
+    wide = out.width >= 130  # narrow terminals drop the derived columns
+    table = Table(title=f"Offers in {snapshot.label} snapshot {snapshot.snapshot_id}", title_justify="left",
+                  box=box.SIMPLE_HEAD, pad_edge=False)
+    columns = [("cloud/region/zone", "left"), ("instance", "left"), ("accel", "left"), ("market", "left"),
+               ("$/h", "right")]
+    columns += [("on-demand", "right"), ("discount", "right"), ("$/accel-h", "right")] if wide else [
+        ("disc.", "right")]
+    columns += [("interruption", "left")]
+    for name, justify in columns:
+        folds = name in ("interruption", "cloud/region/zone", "instance")
+        table.add_column(name, justify=justify, no_wrap=not folds, overflow="fold" if folds else "ellipsis")
     for row in view.itertuples(index=False):
         accel = "-" if row.accelerator_count == 0 else f"{row.accelerator_count}x{row.accelerator}"
-        table.add_row(
-            row.cloud, row.region, row.zone or "(region)", row.instance_type, accel, row.market,
-            usd(row.price_usd_per_hour), usd(row.on_demand_usd_per_hour),
-            "-" if row.market != "spot" else percent(row.discount),
-            usd(row.usd_per_accelerator_hour), _interruption(row),
-        )
+        discount = "-" if row.market != "spot" else percent(row.discount)
+        cells = [f"{row.cloud}/{row.region}/{row.zone or '*'}", row.instance_type, accel, row.market,
+                 usd(row.price_usd_per_hour)]
+        cells += [usd(row.on_demand_usd_per_hour), discount, usd(row.usd_per_accelerator_hour)] if wide else [discount]
+        table.add_row(*cells, _interruption(row))
     out.print(table)
     if total > len(view):
         out.print(f"Showing {len(view)} of {total} offers; --limit 0 shows all, filters narrow the list.")

@@ -16,9 +16,14 @@ def print_json(value: Any) -> None:
 
 
 def console():  # noqa: ANN201 - rich is imported lazily
+    """A rich console for stdout. Output to a pipe or file gets 160 columns unless COLUMNS says
+    otherwise, so tables are not squeezed to rich's default of 80."""
+    import os
+
     from rich.console import Console
 
-    return Console(highlight=False, soft_wrap=False)
+    width = None if sys.stdout.isatty() or os.environ.get("COLUMNS") else 160
+    return Console(highlight=False, soft_wrap=False, width=width)
 
 
 def split_values(values: list[str] | None) -> tuple[str, ...]:
