@@ -15,16 +15,21 @@ demo: $(VENV)/.demo-installed
 	$(BIN)/geotrain catalog show bundled
 	$(BIN)/geotrain catalog list --accelerator T4 --market spot --limit 12
 	$(BIN)/geotrain catalog list --continent europe --accelerator A100 --limit 8
+	$(BIN)/geotrain estimate --workload convnext-large \
+	    --nodes gcp/us-central1-a/n1-standard-8+T4=4,aws/us-west-2/g4dn.2xlarge=4,gcp/europe-west3/n1-standard-8+T4=2
 
 test: $(VENV)/.test-installed
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 bench: $(VENV)/.test-installed
 	$(BIN)/python bench/startup.py
+	$(BIN)/python bench/perf_model.py
 
-# Rebuild the bundled price data from ../shared/data (see geotrain/pricing/data/PROVENANCE.md).
+# Rebuild the bundled data from ../shared/data (see the PROVENANCE.md files) and refit the model.
 data: $(VENV)/.demo-installed
 	$(BIN)/python scripts/build_bundled_data.py
+	$(BIN)/python scripts/build_network_data.py
+	$(BIN)/python scripts/calibrate_perf.py
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)

@@ -94,8 +94,11 @@ def link_class(src: Location, dst: Location) -> LinkClass:
     """The link class of traffic from ``src`` to ``dst``.
 
     A region-wide location (zone "") next to a zoned one in the same region counts as cross-zone:
-    nothing guarantees the two land in the same zone.
+    nothing guarantees the two land in the same zone. Two machines of one on-prem site share its LAN
+    (same zone); any other traffic to or from a site crosses the internet.
     """
+    if src.cloud == dst.cloud == CLOUD_ONPREM and src.region == dst.region:
+        return LinkClass.SAME_ZONE
     if src.cloud != dst.cloud or CLOUD_ONPREM in (src.cloud, dst.cloud):
         return LinkClass.INTERNET
     if src.continent != dst.continent:
@@ -164,6 +167,14 @@ class Offer:
         if not self.shape.accelerator_count:
             return None
         return self.price_usd_per_hour / self.shape.accelerator_count
+
+
+@dataclass(frozen=True, slots=True)
+class NodeGroup:
+    """``count`` nodes bought through one offer."""
+
+    offer: Offer
+    count: int
 
 
 @dataclass(frozen=True, slots=True)

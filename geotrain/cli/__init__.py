@@ -67,8 +67,10 @@ def root(
 
 
 from geotrain.cli import catalog as _catalog  # noqa: E402  (registers the sub-commands)
+from geotrain.cli import estimate as _estimate  # noqa: E402
 
 app.add_typer(_catalog.app, name="catalog")
+app.command("estimate")(_estimate.estimate)
 
 
 def main() -> None:

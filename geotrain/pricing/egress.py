@@ -5,8 +5,9 @@ continent), where a continent may be ``*`` (any). A lookup takes the most specif
 source and destination, then exact source, then exact destination, then ``*``/``*``.
 
 Traffic leaving an on-prem site costs nothing per GB (the uplink is paid flat; put its cost in the
-inventory's amortized price). Traffic *into* a cloud is free on all three clouds, so only the
-sender's cloud is charged.
+inventory's amortized price), and traffic between two nodes of one zone costs nothing on any cloud
+(none of the clouds' price lists bills it). Traffic *into* a cloud is free on all three clouds, so
+only the sender's cloud is charged.
 """
 
 from __future__ import annotations
@@ -59,6 +60,8 @@ class EgressPrices:
         kind = link_class(src, dst)
         if src.cloud == CLOUD_ONPREM:
             return EgressRate(CLOUD_ONPREM, kind, ANY, ANY, 0.0, "on-prem uplinks are not billed per GB")
+        if kind is LinkClass.SAME_ZONE and not any(r.cloud == src.cloud for r in self.rates):
+            return EgressRate(src.cloud, kind, ANY, ANY, 0.0, "traffic inside one zone is not billed")
         s, d = str(src.continent), str(dst.continent)
         for key in ((s, d), (s, ANY), (ANY, d), (ANY, ANY)):
             found = self._index.get((src.cloud, kind, *key))

@@ -1,0 +1,168 @@
+"""``PerfModel.predict``: samples/s, round time, egress and dollars for a mix of nodes.
+
+Money: compute $/h = Σ nodes × price; egress $/h = Σ over directed links of bytes/h × the sender
+cloud's price for that link class (GB = 10^9 bytes); $/1M samples = (compute + egress $/h) /
+(samples/s × 3600) × 10^6.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from geotrain.domain import CLOUD_ONPREM, LinkClass, NodeGroup, SyncStrategyName
+from geotrain.errors import InputError
+from geotrain.perf.data import data_text
+from geotrain.perf.network import LinkEstimate, NetworkModel, SitePlacement
+from geotrain.perf.rates import ComputeRate, RateTable
+from geotrain.perf.strategies import (
+    AllReduce, AsgdGA, Bottleneck, Hivemind, HivemindFit, LocalSGD, PeerGroup, Strategy, Topology,
+)
+from geotrain.perf.workloads import BYTES_PER_PARAMETER, Workload
+from geotrain.pricing.egress import EgressPrices
+
+GB = 1e9
+
+
+@dataclass(frozen=True, slots=True)
+class LinkUse:
+    """Traffic on one directed link between two node groups."""
+
+    src: int
+    dst: int
+    link: LinkEstimate
+    gb_per_hour: float
+    usd_per_gb: float
+
+    @property
+    def usd_per_hour(self) -> float:
+        return self.gb_per_hour * self.usd_per_gb
+
+
+@dataclass(frozen=True, slots=True)
+class Estimate:
+    workload: str
+    strategy: SyncStrategyName
+    precision: str
+    groups: tuple[NodeGroup, ...]
+    rates: tuple[ComputeRate, ...]  # per group: one node's rate
+    nodes: int
+    samples_per_s: float
+    time_per_round_s: float
+    samples_per_round: float
+    compute_time_per_round_s: float
+    comm_time_per_round_s: float
+    granularity: float  # compute time / communication time per round (inf without communication)
+    compute_usd_per_hour: float
+    egress_usd_per_hour: float
+    egress_gb_per_hour: float  # traffic that leaves a zone (same-zone traffic is in ``links`` only)
+    egress_usd_per_hour_by_cloud: dict[str, float]
+    egress_usd_per_hour_by_link_class: dict[str, float]
+    bytes_per_peer_per_round: float
+    links: tuple[LinkUse, ...]
+    bottleneck: Bottleneck | None
+    interruptions_per_hour: float | None  # expected, all nodes; None if any spot offer's rate is unknown
+
+    @property
+    def usd_per_hour(self) -> float:
+        return self.compute_usd_per_hour + self.egress_usd_per_hour
+
+    @property
+    def usd_per_million_samples(self) -> float:
+        return self.usd_per_hour / (self.samples_per_s * 3600) * 1e6
+
+
+@functools.cache
+def bundled_fit() -> HivemindFit:
+    data = json.loads(data_text("calibration.json"))["hivemind"]
+    return HivemindFit(
+        efficiency=dict(data["efficiency"]), default_efficiency=data["default_efficiency"],
+        round_floor_s=data["round_floor_s"], per_peer_s=data["per_peer_s"], per_gparam_s=data["per_gparam_s"],
+    )
+
+
+def make_strategy(name: SyncStrategyName | str, *, target_batch_size: int = 32768, local_steps: int = 32,
+                  accumulation_steps: int = 16, fit: HivemindFit | None = None) -> Strategy:
+    name = SyncStrategyName(name)
+    if name is SyncStrategyName.HIVEMIND:
+        return Hivemind(fit or bundled_fit(), target_batch_size)
+    if name is SyncStrategyName.ALLREDUCE:
+        return AllReduce()
+    if name is SyncStrategyName.LOCAL_SGD:
+        return LocalSGD(local_steps)
+    return AsgdGA(accumulation_steps)
+
+
+class PerfModel:
+    """Compute rates, network and egress prices together; ``predict`` is pure and cached per link."""
+
+    def __init__(self, *, rates: RateTable | None = None, network: NetworkModel | None = None,
+                 egress: EgressPrices | None = None) -> None:
+        self.rates = rates or RateTable.bundled()
+        self.network = network or NetworkModel.bundled()
+        self.egress = egress or EgressPrices.bundled()
+
+    def with_sites(self, sites: dict[str, SitePlacement]) -> PerfModel:
+        return PerfModel(rates=self.rates, network=self.network.with_sites(sites), egress=self.egress)
+
+    def predict(self, workload: Workload, groups: Sequence[NodeGroup], strategy: Strategy,
+                precision: str = "fp16") -> Estimate:
+        groups = tuple(g for g in groups if g.count > 0)
+        if not groups:
+            raise InputError("no nodes to estimate: give at least one node")
+        if precision not in BYTES_PER_PARAMETER:
+            raise InputError(f"precision {precision!r} is not one of {', '.join(BYTES_PER_PARAMETER)}")
+        rates = tuple(self.rates.node_rate(workload, g.offer.shape.accelerator, g.offer.shape.accelerator_count)
+                      for g in groups)
+        peers = [
+            PeerGroup(g.offer.location, g.count, r.samples_per_s,
+                      workload.samples_per_step * max(1, g.offer.shape.accelerator_count))
+            for g, r in zip(groups, rates, strict=True)
+        ]
+        uplinks = {g.offer.location.region: g.offer.uplink_gbps for g in groups
+                   if g.offer.location.cloud == CLOUD_ONPREM}
+        topo = Topology(peers, self.network.link, lambda site: uplinks.get(site))
+        payload = workload.wire_bytes(precision)
+        cost = strategy.cost(topo, payload, workload.parameters, workload.name)
+
+        links, by_cloud, by_class = [], defaultdict(float), defaultdict(float)
+        egress_usd = egress_gb = 0.0
+        for (i, j), bytes_per_s in sorted(cost.bytes_per_s.items()):
+            if bytes_per_s <= 0:
+                continue
+            src, dst = groups[i].offer.location, groups[j].offer.location
+            link = self.network.link(src, dst)
+            gb_per_hour = bytes_per_s * 3600 / GB
+            price = self.egress.usd_per_gb(src, dst)
+            use = LinkUse(i, j, link, gb_per_hour, price)
+            links.append(use)
+            egress_usd += use.usd_per_hour
+            if link.link_class is not LinkClass.SAME_ZONE:
+                egress_gb += gb_per_hour
+            by_cloud[src.cloud] += use.usd_per_hour
+            by_class[link.link_class.value] += use.usd_per_hour
+        compute_usd = sum(g.count * g.offer.price_usd_per_hour for g in groups)
+        return Estimate(
+            workload=workload.name, strategy=strategy.name, precision=precision, groups=groups, rates=rates,
+            nodes=topo.nodes, samples_per_s=cost.samples_per_s, time_per_round_s=cost.time_per_round_s,
+            samples_per_round=cost.samples_per_round, compute_time_per_round_s=cost.compute_s,
+            comm_time_per_round_s=cost.comm_s,
+            granularity=cost.compute_s / cost.comm_s if cost.comm_s > 0 else float("inf"),
+            compute_usd_per_hour=compute_usd, egress_usd_per_hour=egress_usd, egress_gb_per_hour=egress_gb,
+            egress_usd_per_hour_by_cloud=dict(by_cloud), egress_usd_per_hour_by_link_class=dict(by_class),
+            bytes_per_peer_per_round=cost.bytes_per_peer_per_round, links=tuple(links),
+            bottleneck=cost.bottleneck, interruptions_per_hour=_interruptions(groups),
+        )
+
+
+def _interruptions(groups: Sequence[NodeGroup]) -> float | None:
+    total = 0.0
+    for g in groups:
+        rate = g.offer.interruption.interruptions_per_hour
+        if rate is None:
+            return None
+        total += g.count * rate
+    return total

@@ -1,0 +1,365 @@
+"""Sync strategies: how long a round takes, how many samples it trains, what it sends where.
+
+Notation (all per round unless said otherwise):
+
+- groups ``g`` of ``c_g`` identical nodes at one location, each training ``r_g`` samples/s alone;
+  ``n = Σ c_g`` nodes; ``mb_g`` = micro-batch per step of a node (workload micro-batch × accelerators);
+- ``W`` = bytes of one copy of the parameters on the wire (parameters × bytes per parameter);
+- ``bw(g,h)``, ``rtt(g,h)``: single-stream bandwidth and RTT between a node of g and one of h
+  (:mod:`geotrain.perf.network`); ``cap_g`` = a node's own single-stream cap (same-zone figure);
+- ``v(n) = 2(n−1)/n``: the share of ``W`` each node sends in an all-reduce.
+
+Strategies
+----------
+``hivemind`` (Erben et al.): peers accumulate gradients until the target batch size ``TBS`` is
+reached across all peers, then average parameters in a butterfly all-reduce (each node sends
+``2W/n`` to every other node)::
+
+    T_calc   = TBS / (e_w · Σ c_g r_g)                       e_w: Hivemind efficiency of workload w
+    T_xfer   = max( max_{g,h} (2W/n)·8 / bw(g,h),           slowest peer pair
+                    max_g v(n)·W·8 / cap_g,                   a node's own egress
+                    max_site bytes leaving site·8 / uplink )  an on-prem site's uplink
+    T_comm   = f0 + β·n + γ·(P/1e9)·v(n) + T_xfer + 2·max rtt
+    T_round  = T_calc + T_comm,   samples = TBS,   granularity = T_calc / T_comm
+
+``e_w``, ``f0``, ``β``, ``γ`` are fitted on the one-zone tables of Erben et al.
+(``scripts/calibrate_perf.py``). One node alone trains at ``r`` (no averaging).
+
+``allreduce``: synchronous data parallel (DDP); a ring all-reduce of the gradients every step,
+nodes ordered by location so the ring crosses each region boundary once::
+
+    T_calc  = max_g mb_g / r_g        (the slowest node sets the pace)
+    T_comm  = v(n)·W·8 / min_hop bw + (n−1)·max_hop rtt
+    samples = Σ c_g mb_g;   each node sends v(n)·W to its ring successor
+
+``local-sgd`` (model averaging every ``H`` steps; Cloudless-Training's inter-region averaging,
+DiLoCo-like): inside each region ``q`` the nodes run the all-reduce above every step; every ``H``
+steps one leader per region averages the model with the other leaders in a ring over the WAN and
+broadcasts it inside its region::
+
+    T_step_q = max_{g∈q} mb_g / r_g + T_ring(q)
+    T_round  = H·max_q T_step_q + v(R)·W·8 / min_wan bw + (R−1)·max_wan rtt + max_q T_bcast(q)
+    samples  = H · Σ c_g mb_g
+
+``asgd-ga`` (Cloudless-Training): each region accumulates gradients for ``A`` steps, pushes them to
+the parameter server in the home region (the region with the most compute) and pulls the
+parameters back, asynchronously. Communication overlaps the next accumulation, but a region's
+pushes must fit through its link::
+
+    T_cycle_q = max(A·T_step_q, 2W·8 / bw(q, home) + rtt(q, home))
+    samples/s = Σ_q A · Σ_{g∈q} c_g mb_g / T_cycle_q
+
+Statistical efficiency (how staleness or infrequent averaging changes the samples needed to reach
+a given loss) is outside this model: it predicts samples per second and bytes, not accuracy.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from geotrain.domain import CLOUD_ONPREM, Location, SyncStrategyName
+from geotrain.perf.network import LinkEstimate
+
+
+@dataclass(frozen=True, slots=True)
+class PeerGroup:
+    """``count`` identical nodes at one location."""
+
+    location: Location
+    count: int
+    samples_per_s: float  # one node, training alone
+    samples_per_step: int  # one node's micro-batch (all its accelerators)
+
+
+@dataclass(frozen=True, slots=True)
+class Bottleneck:
+    """What limits a round: a link between two groups, a node's egress, a site's uplink, or compute."""
+
+    what: str  # "link" | "node egress" | "site uplink" | "compute" | "overhead"
+    seconds: float
+    groups: tuple[int, int] | None = None
+    link: LinkEstimate | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SyncCost:
+    samples_per_s: float
+    time_per_round_s: float
+    samples_per_round: float
+    compute_s: float
+    comm_s: float
+    bytes_per_peer_per_round: float  # the largest amount one node sends in a round
+    bytes_per_s: dict[tuple[int, int], float] = field(default_factory=dict)  # group i -> group j
+    bottleneck: Bottleneck | None = None
+
+
+class Topology:
+    """Groups plus the links between them (``link(i, i)`` is the link inside group i)."""
+
+    def __init__(self, groups: Sequence[PeerGroup], link: Callable[[Location, Location], LinkEstimate],
+                 uplink_gbps: Callable[[str], float | None]) -> None:
+        self.groups = tuple(groups)
+        self._link = link
+        self._uplink = uplink_gbps
+        self.nodes = sum(g.count for g in self.groups)
+
+    def link(self, i: int, j: int) -> LinkEstimate:
+        return self._link(self.groups[i].location, self.groups[j].location)
+
+    def cap_gbps(self, i: int) -> float:
+        """A node's own single-stream egress cap: its same-location link."""
+        return self.link(i, i).bandwidth_gbps
+
+    def site_uplink_gbps(self, site: str) -> float | None:
+        return self._uplink(site)
+
+    def regions(self) -> dict[str, list[int]]:
+        """Group indices by region (an on-prem site is a region)."""
+        out: dict[str, list[int]] = defaultdict(list)
+        for i, g in enumerate(self.groups):
+            out[g.location.region_scope].append(i)
+        return dict(out)
+
+    def pairs(self) -> list[tuple[int, int]]:
+        """Unordered group pairs (i <= j) that have at least one node pair."""
+        return [(i, j) for i in range(len(self.groups)) for j in range(i, len(self.groups))
+                if i != j or self.groups[i].count > 1]
+
+
+@dataclass(frozen=True, slots=True)
+class HivemindFit:
+    """Fitted constants of the hivemind strategy (see ``perf/data/calibration.json``)."""
+
+    efficiency: dict[str, float]
+    default_efficiency: float
+    round_floor_s: float
+    per_peer_s: float
+    per_gparam_s: float
+
+    def efficiency_of(self, workload: str) -> float:
+        return self.efficiency.get(workload, self.default_efficiency)
+
+
+def _bits(payload_bytes: float) -> float:
+    return payload_bytes * 8
+
+
+@dataclass(frozen=True, slots=True)
+class Hivemind:
+    fit: HivemindFit
+    target_batch_size: int = 32768
+    name: SyncStrategyName = SyncStrategyName.HIVEMIND
+
+    def transfer(self, topo: Topology, payload: float) -> tuple[float, float, Bottleneck | None, dict]:
+        """(T_xfer, max rtt s, what bounds T_xfer, bytes per round by directed group pair)."""
+        n = topo.nodes
+        chunk = 2 * payload / n
+        worst, max_rtt, sent = 0.0, 0.0, {}
+        bound: Bottleneck | None = None
+        for i, j in topo.pairs():
+            link = topo.link(i, j)
+            seconds = chunk * 8 / (link.bandwidth_gbps * 1e9)
+            max_rtt = max(max_rtt, link.rtt_ms / 1e3)
+            if seconds > worst:
+                worst, bound = seconds, Bottleneck("link", seconds, (i, j), link)
+            gi, gj = topo.groups[i], topo.groups[j]
+            if i == j:
+                sent[(i, i)] = gi.count * (gi.count - 1) * chunk
+            else:
+                sent[(i, j)] = gi.count * gj.count * chunk
+                sent[(j, i)] = gi.count * gj.count * chunk
+        per_node = (n - 1) * chunk
+        for i in range(len(topo.groups)):
+            seconds = per_node * 8 / (topo.cap_gbps(i) * 1e9)
+            if seconds > worst:
+                worst, bound = seconds, Bottleneck("node egress", seconds, (i, i), topo.link(i, i))
+        for site, members in topo.regions().items():
+            cloud, _, name = site.partition("/")
+            uplink = topo.site_uplink_gbps(name) if cloud == CLOUD_ONPREM else None
+            if uplink is None:
+                continue
+            inside = sum(topo.groups[i].count for i in members)
+            leaving = inside * (n - inside) * chunk
+            seconds = leaving * 8 / (uplink * 1e9)
+            if seconds > worst:
+                worst, bound = seconds, Bottleneck("site uplink", seconds, (members[0], members[0]))
+        return worst, max_rtt, bound, sent
+
+    def cost(self, topo: Topology, payload: float, parameters: int, workload: str) -> SyncCost:
+        n = topo.nodes
+        raw = sum(g.count * g.samples_per_s for g in topo.groups)
+        if n == 1:
+            return SyncCost(raw, self.target_batch_size / raw, self.target_batch_size,
+                            self.target_batch_size / raw, 0.0, 0.0, {}, Bottleneck("compute", 0.0))
+        e = self.fit.efficiency_of(workload)
+        calc = self.target_batch_size / (e * raw)
+        xfer, max_rtt, bound, sent = self.transfer(topo, payload)
+        overhead = self.fit.round_floor_s + self.fit.per_peer_s * n + self.fit.per_gparam_s * parameters / 1e9 * 2 * (n - 1) / n
+        comm = overhead + xfer + 2 * max_rtt
+        round_s = calc + comm
+        if bound is None or overhead > xfer:
+            bound = Bottleneck("overhead", overhead)
+        return SyncCost(
+            samples_per_s=self.target_batch_size / round_s, time_per_round_s=round_s,
+            samples_per_round=self.target_batch_size, compute_s=calc, comm_s=comm,
+            bytes_per_peer_per_round=2 * (n - 1) / n * payload,
+            bytes_per_s={k: v / round_s for k, v in sent.items()}, bottleneck=bound,
+        )
+
+
+def _ring(topo: Topology, members: Sequence[int]) -> list[tuple[int, int]]:
+    """Ring hops (from group, to group) over the nodes of ``members``, ordered by location."""
+    order = sorted(members, key=lambda i: (topo.groups[i].location.cloud, topo.groups[i].location.region,
+                                           topo.groups[i].location.zone, i))
+    nodes = [i for i in order for _ in range(topo.groups[i].count)]
+    if len(nodes) < 2:
+        return []
+    return [(nodes[k], nodes[(k + 1) % len(nodes)]) for k in range(len(nodes))]
+
+
+def _ring_allreduce(topo: Topology, members: Sequence[int], payload: float) -> tuple[float, dict, Bottleneck | None]:
+    """Time and bytes of one ring all-reduce among the nodes of ``members``."""
+    hops = _ring(topo, members)
+    if not hops:
+        return 0.0, {}, None
+    n = len(hops)
+    share = 2 * (n - 1) / n * payload
+    slowest = min(hops, key=lambda h: topo.link(*h).bandwidth_gbps)
+    link = topo.link(*slowest)
+    max_rtt = max(topo.link(*h).rtt_ms for h in hops) / 1e3
+    seconds = share * 8 / (link.bandwidth_gbps * 1e9) + (n - 1) * max_rtt
+    sent: dict[tuple[int, int], float] = defaultdict(float)
+    for hop in hops:
+        sent[hop] += share
+    return seconds, dict(sent), Bottleneck("link", seconds, slowest, link)
+
+
+@dataclass(frozen=True, slots=True)
+class AllReduce:
+    name: SyncStrategyName = SyncStrategyName.ALLREDUCE
+
+    def cost(self, topo: Topology, payload: float, parameters: int, workload: str) -> SyncCost:
+        calc = max(g.samples_per_step / g.samples_per_s for g in topo.groups)
+        samples = sum(g.count * g.samples_per_step for g in topo.groups)
+        comm, sent, bound = _ring_allreduce(topo, range(len(topo.groups)), payload)
+        step = calc + comm
+        n = topo.nodes
+        return SyncCost(
+            samples_per_s=samples / step, time_per_round_s=step, samples_per_round=samples,
+            compute_s=calc, comm_s=comm, bytes_per_peer_per_round=2 * (n - 1) / n * payload if n > 1 else 0.0,
+            bytes_per_s={k: v / step for k, v in sent.items()},
+            bottleneck=bound if bound and comm > 0 else Bottleneck("compute", calc),
+        )
+
+
+def _region_steps(topo: Topology, payload: float) -> dict[str, tuple[float, dict, Bottleneck | None]]:
+    """Per region: (step time with its in-region all-reduce, bytes per step, bound)."""
+    out = {}
+    for region, members in topo.regions().items():
+        calc = max(topo.groups[i].samples_per_step / topo.groups[i].samples_per_s for i in members)
+        comm, sent, bound = _ring_allreduce(topo, members, payload)
+        out[region] = (calc + comm, sent, bound)
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class LocalSGD:
+    local_steps: int = 32
+    name: SyncStrategyName = SyncStrategyName.LOCAL_SGD
+
+    def cost(self, topo: Topology, payload: float, parameters: int, workload: str) -> SyncCost:
+        H = self.local_steps
+        regions = topo.regions()
+        steps = _region_steps(topo, payload)
+        slowest_region = max(steps, key=lambda r: steps[r][0])
+        local = H * steps[slowest_region][0]
+        sent: dict[tuple[int, int], float] = defaultdict(float)
+        for _, region_sent, _ in steps.values():
+            for k, v in region_sent.items():
+                sent[k] += H * v
+        leaders = {region: members[0] for region, members in regions.items()}
+        R = len(leaders)
+        wan, bound = 0.0, steps[slowest_region][2]
+        if R > 1:
+            order = sorted(leaders)
+            hops = [(leaders[order[k]], leaders[order[(k + 1) % R]]) for k in range(R)]
+            slowest = min(hops, key=lambda h: topo.link(*h).bandwidth_gbps)
+            link = topo.link(*slowest)
+            max_rtt = max(topo.link(*h).rtt_ms for h in hops) / 1e3
+            share = 2 * (R - 1) / R * payload
+            wan = share * 8 / (link.bandwidth_gbps * 1e9) + (R - 1) * max_rtt
+            for hop in hops:
+                sent[hop] += share
+            bound = Bottleneck("link", wan, slowest, link)
+        broadcast = 0.0
+        for region, members in regions.items():
+            leader = leaders[region]
+            for i in members:
+                receivers = topo.groups[i].count - (1 if i == leader else 0)
+                if receivers:
+                    broadcast = max(broadcast, payload * 8 / (topo.link(leader, i).bandwidth_gbps * 1e9))
+                    sent[(leader, i)] += receivers * payload
+        round_s = local + wan + broadcast
+        samples = H * sum(g.count * g.samples_per_step for g in topo.groups)
+        compute = H * max(max(topo.groups[i].samples_per_step / topo.groups[i].samples_per_s for i in m)
+                          for m in regions.values())
+        per_peer = max(sent.get((i, j), 0.0) for i in range(len(topo.groups)) for j in range(len(topo.groups)))
+        return SyncCost(
+            samples_per_s=samples / round_s, time_per_round_s=round_s, samples_per_round=samples,
+            compute_s=compute, comm_s=round_s - compute, bytes_per_peer_per_round=per_peer,
+            bytes_per_s={k: v / round_s for k, v in sent.items()},
+            bottleneck=bound or Bottleneck("compute", compute),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class AsgdGA:
+    accumulation_steps: int = 16
+    name: SyncStrategyName = SyncStrategyName.ASGD_GA
+
+    def cost(self, topo: Topology, payload: float, parameters: int, workload: str) -> SyncCost:
+        A = self.accumulation_steps
+        regions = topo.regions()
+        steps = _region_steps(topo, payload)
+        power = {r: sum(topo.groups[i].count * topo.groups[i].samples_per_s for i in m) for r, m in regions.items()}
+        home = max(sorted(power), key=lambda r: power[r])
+        server = regions[home][0]
+        total, slowest_cycle, compute_max = 0.0, 0.0, 0.0
+        sent: dict[tuple[int, int], float] = defaultdict(float)
+        bound: Bottleneck | None = None
+        worst_share = 1.0
+        for region, members in regions.items():
+            step, region_sent, region_bound = steps[region]
+            compute = A * step
+            samples = A * sum(topo.groups[i].count * topo.groups[i].samples_per_step for i in members)
+            leader = members[0]
+            link = topo.link(leader, server)
+            push = 0.0 if region == home else 2 * payload * 8 / (link.bandwidth_gbps * 1e9) + link.rtt_ms / 1e3
+            cycle = max(compute, push)
+            rate = samples / cycle
+            total += rate
+            slowest_cycle = max(slowest_cycle, cycle)
+            compute_max = max(compute_max, compute)
+            for k, v in region_sent.items():
+                sent[k] += A * v / cycle
+            if region != home:
+                sent[(leader, server)] += payload / cycle
+                sent[(server, leader)] += payload / cycle
+                share = compute / push if push else 1.0
+                if share < worst_share:
+                    worst_share = share
+                    bound = Bottleneck("link", push, (leader, server), link)
+            elif bound is None and region_bound is not None:
+                bound = region_bound
+        samples_per_round = total * slowest_cycle
+        return SyncCost(
+            samples_per_s=total, time_per_round_s=slowest_cycle, samples_per_round=samples_per_round,
+            compute_s=compute_max, comm_s=max(0.0, slowest_cycle - compute_max),
+            bytes_per_peer_per_round=2 * payload if len(regions) > 1 else 0.0,
+            bytes_per_s=dict(sent), bottleneck=bound or Bottleneck("compute", compute_max),
+        )
+
+
+Strategy = Hivemind | AllReduce | LocalSGD | AsgdGA

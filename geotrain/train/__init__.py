@@ -1,0 +1,1 @@
+"""The training runtime that runs on each node (torch.distributed). Imports torch: load lazily."""
