@@ -6,7 +6,7 @@ What is fitted (``scripts/calibrate_perf.py`` writes the result to ``perf/data/c
   Hivemind, ``e = TBS / ((epoch − averaging) · n · r_1)``, averaged over a workload's runs; workloads
   without runs get the median over workloads;
 - the averaging round's overhead ``f0 + β·n + γ·(P/1e9)·v(n)``: least squares on
-  ``averaging − T_xfer − 2·rtt`` over all runs, weighted by 1/averaging (relative error), where
+  ``averaging − T_xfer`` over all runs, weighted by 1/averaging (relative error), where
   ``T_xfer`` is the transfer time the network model predicts for that run.
 
 The measured single-GPU rates become ``perf/data/compute_rates.csv``. Everything else in the model
@@ -107,10 +107,10 @@ def fit_hivemind(runs: Sequence[CalibrationRun], network, parameters: dict[str, 
         offer = run_offer(r)
         topo = Topology([PeerGroup(offer.location, r.peers, 1.0, 1)], network.link, lambda _site: None)
         payload = parameters[r.workload] * 2.0
-        xfer, max_rtt, _, _ = probe.transfer(topo, payload)
+        xfer, _, _ = probe.transfer(topo, payload)
         v = 2 * (r.peers - 1) / r.peers
         rows.append([1.0, r.peers, parameters[r.workload] / 1e9 * v])
-        target.append(r.averaging_round_s - xfer - 2 * max_rtt)
+        target.append(r.averaging_round_s - xfer)
         weight.append(1.0 / r.averaging_round_s)
     a, y, w = np.array(rows), np.array(target), np.array(weight)
     coef, *_ = np.linalg.lstsq(a * w[:, None], y * w, rcond=None)

@@ -15,21 +15,24 @@ Strategies
 reached across all peers, then average parameters in a butterfly all-reduce (each node sends
 ``2W/n`` to every other node)::
 
-    T_calc   = TBS / (e_w · Σ c_g r_g)                       e_w: Hivemind efficiency of workload w
-    T_xfer   = max( max_{g,h} (2W/n)·8 / bw(g,h),           slowest peer pair
-                    max_g v(n)·W·8 / cap_g,                   a node's own egress
-                    max_site bytes leaving site·8 / uplink )  an on-prem site's uplink
-    T_comm   = f0 + β·n + γ·(P/1e9)·v(n) + T_xfer + 2·max rtt
+    T_calc   = TBS / (e_w · Σ c_g r_g)                         e_w: Hivemind efficiency of workload w
+    T_xfer   = max( max_{g,h} (2W/n)·8 / bw(g,h) + 2·rtt(g,h),  slowest peer pair (two phases)
+                    max_g v(n)·W·8 / cap_g,                     a node's own egress
+                    max_site bytes leaving site·8 / uplink )    an on-prem site's uplink;
+               bytes leaving a site = c_s·(n − c_s)·2W/n
+    T_comm   = f0 + β·n + γ·(P/1e9)·v(n) + T_xfer
     T_round  = T_calc + T_comm,   samples = TBS,   granularity = T_calc / T_comm
 
 ``e_w``, ``f0``, ``β``, ``γ`` are fitted on the one-zone tables of Erben et al.
 (``scripts/calibrate_perf.py``). One node alone trains at ``r`` (no averaging).
 
 ``allreduce``: synchronous data parallel (DDP); a ring all-reduce of the gradients every step,
-nodes ordered by location so the ring crosses each region boundary once::
+timed over the slowest link in use (nodes are ordered by location, so the ring crosses each region
+boundary once; with four or more regions the slowest pair may not be a ring hop, which makes the
+time an upper bound)::
 
     T_calc  = max_g mb_g / r_g        (the slowest node sets the pace)
-    T_comm  = v(n)·W·8 / min_hop bw + (n−1)·max_hop rtt
+    T_comm  = max_{g,h} [ v(n)·W·8 / bw(g,h) + (n−1)·rtt(g,h) ]
     samples = Σ c_g mb_g;   each node sends v(n)·W to its ring successor
 
 ``local-sgd`` (model averaging every ``H`` steps; Cloudless-Training's inter-region averaging,
@@ -37,8 +40,8 @@ DiLoCo-like): inside each region ``q`` the nodes run the all-reduce above every 
 steps one leader per region averages the model with the other leaders in a ring over the WAN and
 broadcasts it inside its region::
 
-    T_step_q = max_{g∈q} mb_g / r_g + T_ring(q)
-    T_round  = H·max_q T_step_q + v(R)·W·8 / min_wan bw + (R−1)·max_wan rtt + max_q T_bcast(q)
+    T_step_q = max_{g∈q} mb_g / r_g + T_ring(q)          T_ring as in allreduce, over q's nodes
+    T_round  = H·max_q T_step_q + max_{q,q'} [v(R)·W·8 / bw(q,q') + (R−1)·rtt(q,q')] + max_q T_bcast(q)
     samples  = H · Σ c_g mb_g
 
 ``asgd-ga`` (Cloudless-Training): each region accumulates gradients for ``A`` steps, pushes them to
@@ -142,8 +145,35 @@ class HivemindFit:
         return self.efficiency.get(workload, self.default_efficiency)
 
 
-def _bits(payload_bytes: float) -> float:
-    return payload_bytes * 8
+def share(n: int) -> float:
+    """v(n) = 2(n−1)/n: the share of the parameters each node sends in an all-reduce."""
+    return 2 * (n - 1) / n
+
+
+def seconds(payload_bytes: float, gbps: float) -> float:
+    return payload_bytes * 8 / (gbps * 1e9)
+
+
+# The terms of a round, shared with the planner's linear model (geotrain.planning): one formula, two users.
+
+def hivemind_overhead_s(fit: HivemindFit, n: int, parameters: int) -> float:
+    return fit.round_floor_s + fit.per_peer_s * n + fit.per_gparam_s * parameters / 1e9 * share(n)
+
+
+def hivemind_pair_s(payload: float, n: int, link: LinkEstimate) -> float:
+    return seconds(2 * payload / n, link.bandwidth_gbps) + 2 * link.rtt_ms / 1e3
+
+
+def hivemind_node_egress_s(payload: float, n: int, cap_gbps: float) -> float:
+    return seconds((n - 1) * 2 * payload / n, cap_gbps)
+
+
+def hivemind_site_s(payload: float, n: int, inside: int, uplink_gbps: float) -> float:
+    return seconds(inside * (n - inside) * 2 * payload / n, uplink_gbps)
+
+
+def ring_pair_s(payload: float, n: int, link: LinkEstimate) -> float:
+    return seconds(share(n) * payload, link.bandwidth_gbps) + (n - 1) * link.rtt_ms / 1e3
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,40 +182,35 @@ class Hivemind:
     target_batch_size: int = 32768
     name: SyncStrategyName = SyncStrategyName.HIVEMIND
 
-    def transfer(self, topo: Topology, payload: float) -> tuple[float, float, Bottleneck | None, dict]:
-        """(T_xfer, max rtt s, what bounds T_xfer, bytes per round by directed group pair)."""
+    def transfer(self, topo: Topology, payload: float) -> tuple[float, Bottleneck | None, dict]:
+        """(T_xfer, what bounds it, bytes per round by directed group pair)."""
         n = topo.nodes
         chunk = 2 * payload / n
-        worst, max_rtt, sent = 0.0, 0.0, {}
+        worst, sent = 0.0, {}
         bound: Bottleneck | None = None
         for i, j in topo.pairs():
             link = topo.link(i, j)
-            seconds = chunk * 8 / (link.bandwidth_gbps * 1e9)
-            max_rtt = max(max_rtt, link.rtt_ms / 1e3)
-            if seconds > worst:
-                worst, bound = seconds, Bottleneck("link", seconds, (i, j), link)
+            t = hivemind_pair_s(payload, n, link)
+            if t > worst:
+                worst, bound = t, Bottleneck("link", t, (i, j), link)
             gi, gj = topo.groups[i], topo.groups[j]
             if i == j:
                 sent[(i, i)] = gi.count * (gi.count - 1) * chunk
             else:
-                sent[(i, j)] = gi.count * gj.count * chunk
-                sent[(j, i)] = gi.count * gj.count * chunk
-        per_node = (n - 1) * chunk
+                sent[(i, j)] = sent[(j, i)] = gi.count * gj.count * chunk
         for i in range(len(topo.groups)):
-            seconds = per_node * 8 / (topo.cap_gbps(i) * 1e9)
-            if seconds > worst:
-                worst, bound = seconds, Bottleneck("node egress", seconds, (i, i), topo.link(i, i))
+            t = hivemind_node_egress_s(payload, n, topo.cap_gbps(i))
+            if t > worst:
+                worst, bound = t, Bottleneck("node egress", t, (i, i), topo.link(i, i))
         for site, members in topo.regions().items():
             cloud, _, name = site.partition("/")
             uplink = topo.site_uplink_gbps(name) if cloud == CLOUD_ONPREM else None
             if uplink is None:
                 continue
-            inside = sum(topo.groups[i].count for i in members)
-            leaving = inside * (n - inside) * chunk
-            seconds = leaving * 8 / (uplink * 1e9)
-            if seconds > worst:
-                worst, bound = seconds, Bottleneck("site uplink", seconds, (members[0], members[0]))
-        return worst, max_rtt, bound, sent
+            t = hivemind_site_s(payload, n, sum(topo.groups[i].count for i in members), uplink)
+            if t > worst:
+                worst, bound = t, Bottleneck("site uplink", t, (members[0], members[0]))
+        return worst, bound, sent
 
     def cost(self, topo: Topology, payload: float, parameters: int, workload: str) -> SyncCost:
         n = topo.nodes
@@ -193,18 +218,17 @@ class Hivemind:
         if n == 1:
             return SyncCost(raw, self.target_batch_size / raw, self.target_batch_size,
                             self.target_batch_size / raw, 0.0, 0.0, {}, Bottleneck("compute", 0.0))
-        e = self.fit.efficiency_of(workload)
-        calc = self.target_batch_size / (e * raw)
-        xfer, max_rtt, bound, sent = self.transfer(topo, payload)
-        overhead = self.fit.round_floor_s + self.fit.per_peer_s * n + self.fit.per_gparam_s * parameters / 1e9 * 2 * (n - 1) / n
-        comm = overhead + xfer + 2 * max_rtt
+        calc = self.target_batch_size / (self.fit.efficiency_of(workload) * raw)
+        xfer, bound, sent = self.transfer(topo, payload)
+        overhead = hivemind_overhead_s(self.fit, n, parameters)
+        comm = overhead + xfer
         round_s = calc + comm
         if bound is None or overhead > xfer:
             bound = Bottleneck("overhead", overhead)
         return SyncCost(
             samples_per_s=self.target_batch_size / round_s, time_per_round_s=round_s,
             samples_per_round=self.target_batch_size, compute_s=calc, comm_s=comm,
-            bytes_per_peer_per_round=2 * (n - 1) / n * payload,
+            bytes_per_peer_per_round=share(n) * payload,
             bytes_per_s={k: v / round_s for k, v in sent.items()}, bottleneck=bound,
         )
 
@@ -220,20 +244,18 @@ def _ring(topo: Topology, members: Sequence[int]) -> list[tuple[int, int]]:
 
 
 def _ring_allreduce(topo: Topology, members: Sequence[int], payload: float) -> tuple[float, dict, Bottleneck | None]:
-    """Time and bytes of one ring all-reduce among the nodes of ``members``."""
+    """Time (over the slowest pair in use) and bytes (per ring hop) of one all-reduce among ``members``."""
     hops = _ring(topo, members)
     if not hops:
         return 0.0, {}, None
     n = len(hops)
-    share = 2 * (n - 1) / n * payload
-    slowest = min(hops, key=lambda h: topo.link(*h).bandwidth_gbps)
-    link = topo.link(*slowest)
-    max_rtt = max(topo.link(*h).rtt_ms for h in hops) / 1e3
-    seconds = share * 8 / (link.bandwidth_gbps * 1e9) + (n - 1) * max_rtt
+    pairs = [(i, j) for i in members for j in members if i <= j and (i != j or topo.groups[i].count > 1)]
+    slowest = max(pairs, key=lambda p: ring_pair_s(payload, n, topo.link(*p)))
+    t = ring_pair_s(payload, n, topo.link(*slowest))
     sent: dict[tuple[int, int], float] = defaultdict(float)
     for hop in hops:
-        sent[hop] += share
-    return seconds, dict(sent), Bottleneck("link", seconds, slowest, link)
+        sent[hop] += share(n) * payload
+    return t, dict(sent), Bottleneck("link", t, slowest, topo.link(*slowest))
 
 
 @dataclass(frozen=True, slots=True)
@@ -248,7 +270,7 @@ class AllReduce:
         n = topo.nodes
         return SyncCost(
             samples_per_s=samples / step, time_per_round_s=step, samples_per_round=samples,
-            compute_s=calc, comm_s=comm, bytes_per_peer_per_round=2 * (n - 1) / n * payload if n > 1 else 0.0,
+            compute_s=calc, comm_s=comm, bytes_per_peer_per_round=share(n) * payload if n > 1 else 0.0,
             bytes_per_s={k: v / step for k, v in sent.items()},
             bottleneck=bound if bound and comm > 0 else Bottleneck("compute", calc),
         )
@@ -285,21 +307,19 @@ class LocalSGD:
         if R > 1:
             order = sorted(leaders)
             hops = [(leaders[order[k]], leaders[order[(k + 1) % R]]) for k in range(R)]
-            slowest = min(hops, key=lambda h: topo.link(*h).bandwidth_gbps)
-            link = topo.link(*slowest)
-            max_rtt = max(topo.link(*h).rtt_ms for h in hops) / 1e3
-            share = 2 * (R - 1) / R * payload
-            wan = share * 8 / (link.bandwidth_gbps * 1e9) + (R - 1) * max_rtt
+            pairs = [(leaders[a], leaders[b]) for x, a in enumerate(order) for b in order[x + 1:]]
+            slowest = max(pairs, key=lambda p: ring_pair_s(payload, R, topo.link(*p)))
+            wan = ring_pair_s(payload, R, topo.link(*slowest))
             for hop in hops:
-                sent[hop] += share
-            bound = Bottleneck("link", wan, slowest, link)
+                sent[hop] += share(R) * payload
+            bound = Bottleneck("link", wan, slowest, topo.link(*slowest))
         broadcast = 0.0
         for region, members in regions.items():
             leader = leaders[region]
             for i in members:
                 receivers = topo.groups[i].count - (1 if i == leader else 0)
                 if receivers:
-                    broadcast = max(broadcast, payload * 8 / (topo.link(leader, i).bandwidth_gbps * 1e9))
+                    broadcast = max(broadcast, seconds(payload, topo.link(leader, i).bandwidth_gbps))
                     sent[(leader, i)] += receivers * payload
         round_s = local + wan + broadcast
         samples = H * sum(g.count * g.samples_per_step for g in topo.groups)
@@ -312,6 +332,11 @@ class LocalSGD:
             bytes_per_s={k: v / round_s for k, v in sent.items()},
             bottleneck=bound or Bottleneck("compute", compute),
         )
+
+
+def asgd_push_s(payload: float, link: LinkEstimate) -> float:
+    """Push accumulated gradients and pull parameters back: 2W over the link, plus a round trip."""
+    return seconds(2 * payload, link.bandwidth_gbps) + link.rtt_ms / 1e3
 
 
 @dataclass(frozen=True, slots=True)
@@ -336,10 +361,9 @@ class AsgdGA:
             samples = A * sum(topo.groups[i].count * topo.groups[i].samples_per_step for i in members)
             leader = members[0]
             link = topo.link(leader, server)
-            push = 0.0 if region == home else 2 * payload * 8 / (link.bandwidth_gbps * 1e9) + link.rtt_ms / 1e3
+            push = 0.0 if region == home else asgd_push_s(payload, link)
             cycle = max(compute, push)
-            rate = samples / cycle
-            total += rate
+            total += samples / cycle
             slowest_cycle = max(slowest_cycle, cycle)
             compute_max = max(compute_max, compute)
             for k, v in region_sent.items():
@@ -347,15 +371,14 @@ class AsgdGA:
             if region != home:
                 sent[(leader, server)] += payload / cycle
                 sent[(server, leader)] += payload / cycle
-                share = compute / push if push else 1.0
-                if share < worst_share:
-                    worst_share = share
+                ratio = compute / push if push else 1.0
+                if ratio < worst_share:
+                    worst_share = ratio
                     bound = Bottleneck("link", push, (leader, server), link)
             elif bound is None and region_bound is not None:
                 bound = region_bound
-        samples_per_round = total * slowest_cycle
         return SyncCost(
-            samples_per_s=total, time_per_round_s=slowest_cycle, samples_per_round=samples_per_round,
+            samples_per_s=total, time_per_round_s=slowest_cycle, samples_per_round=total * slowest_cycle,
             compute_s=compute_max, comm_s=max(0.0, slowest_cycle - compute_max),
             bytes_per_peer_per_round=2 * payload if len(regions) > 1 else 0.0,
             bytes_per_s=dict(sent), bottleneck=bound or Bottleneck("compute", compute_max),
