@@ -1,0 +1,137 @@
+"""Plain data the solver works on: candidates, limits, and the communication oracle.
+
+The solver knows nothing of pandas, providers or the perf model's classes: the planner turns
+offers into :class:`Candidate` rows and hands over a :class:`CommOracle` that answers, for a node
+count ``k`` and the regions in use, how long the communication terms of a round take and what a
+byte costs between two regions.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from geotrain.errors import InputError
+
+STRATEGIES = ("hivemind", "allreduce", "local-sgd", "asgd-ga")
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """One offer the solver may buy nodes of."""
+
+    key: str  # the offer id
+    region: str  # "cloud/region", or "onprem/site"
+    zone: str  # "cloud/region/zone" (the region for region-wide offers)
+    cloud: str
+    market: str  # spot | on_demand | owned
+    price_usd_per_hour: float
+    rate: float  # samples/s of one node training alone
+    goodput: float  # share of a node's time that trains: 1 − interruptions/h × recovery h, in (0, 1]
+    samples_per_step: int  # one node's micro-batch (all its accelerators)
+    accelerators: int  # counted against quotas (1 for a CPU-only node)
+    capacity: int  # at most this many nodes
+    minimum: int = 0  # at least this many (nodes kept on re-planning, must-use on-prem machines)
+    data_usd_per_hour: float = 0.0  # egress for reading training data, one node at full speed
+
+    def __post_init__(self) -> None:
+        if not (self.rate > 0 and 0 < self.goodput <= 1 and self.samples_per_step > 0):
+            raise InputError(f"candidate {self.key}: rate, goodput and samples_per_step must be positive")
+        if self.price_usd_per_hour < 0 or self.data_usd_per_hour < 0:
+            raise InputError(f"candidate {self.key}: prices must not be negative")
+        if not 0 <= self.minimum <= self.capacity:
+            raise InputError(f"candidate {self.key}: minimum {self.minimum} is not within 0..capacity {self.capacity}")
+
+    @property
+    def site(self) -> str | None:
+        cloud, _, name = self.region.partition("/")
+        return name if cloud == "onprem" else None
+
+
+class CommOracle(Protocol):
+    """Communication terms of one strategy, in seconds per round, for ``k`` nodes in total."""
+
+    strategy: str
+    samples_per_round: float  # hivemind: the target batch size
+    efficiency: float  # hivemind: share of a GPU's rate kept inside the averaging protocol
+    local_steps: int  # local-sgd: H
+    accumulation_steps: int  # asgd-ga: A
+    payload_bytes: float  # W: one copy of the parameters on the wire
+
+    def overhead_s(self, k: int) -> float: ...
+
+    def region_s(self, region: str, k: int) -> float: ...
+
+    def pair_s(self, a: str, b: str, k: int) -> float: ...
+
+    def site_s(self, site: str, inside: int, k: int) -> float | None: ...
+
+    def usd_per_byte(self, src: str, dst: str) -> float: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """Constraints on the mix. None = no limit."""
+
+    max_nodes: int = 64
+    max_regions: int | None = None
+    max_nodes_per_zone: int | None = None
+    max_zone_share: float | None = None
+    max_spot_share: float | None = None
+    budget_usd_per_hour: float | None = None
+    min_samples_per_s: float | None = None  # a throughput floor (deadline, or a target kept as a constraint)
+    quotas: tuple[tuple[str, int], ...] = ()  # (cloud or "cloud/region", accelerators)
+
+    def __post_init__(self) -> None:
+        if self.max_nodes < 1:
+            raise InputError("max_nodes must be at least 1")
+        for name in ("max_zone_share", "max_spot_share"):
+            value = getattr(self, name)
+            if value is not None and not 0 <= value <= 1:
+                raise InputError(f"{name} must be within 0..1")
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    candidates: tuple[Candidate, ...]
+    oracle: CommOracle
+    limits: Limits = field(default_factory=Limits)
+
+    def __post_init__(self) -> None:
+        if self.oracle.strategy not in STRATEGIES:
+            raise InputError(f"strategy {self.oracle.strategy!r} is not one of {', '.join(STRATEGIES)}")
+        keys = [c.key for c in self.candidates]
+        if len(set(keys)) != len(keys):
+            raise InputError("candidate keys must be unique")
+
+    @property
+    def regions(self) -> list[str]:
+        return sorted({c.region for c in self.candidates})
+
+    @property
+    def node_cap(self) -> int:
+        """The largest node count the model considers."""
+        return max(1, min(self.limits.max_nodes, sum(c.capacity for c in self.candidates)))
+
+    @property
+    def min_samples_per_step(self) -> int:
+        return min(c.samples_per_step for c in self.candidates)
+
+
+def share(k: int) -> float:
+    return 2 * (k - 1) / k
+
+
+def finite(value: float) -> bool:
+    return not (math.isinf(value) or math.isnan(value))
+
+
+def counts_by(candidates: Sequence[Candidate], counts: Sequence[int], attribute: str) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for c, n in zip(candidates, counts, strict=True):
+        if n:
+            key = getattr(c, attribute)
+            out[key] = out.get(key, 0) + n
+    return out

@@ -1,0 +1,46 @@
+"""What the solver returns."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+
+class SolveStatus(StrEnum):
+    OPTIMAL = "optimal"
+    FEASIBLE = "feasible"  # a solution, not proven optimal (time limit)
+    INFEASIBLE = "infeasible"
+    TIME_LIMIT = "time_limit"  # no solution within the time limit
+    ERROR = "error"
+
+
+@dataclass(frozen=True, slots=True)
+class Solution:
+    """One MIP solve at one target rate."""
+
+    status: SolveStatus
+    counts: tuple[int, ...] | None
+    usd_per_hour: float | None  # the model's $/h at the target rate
+    bound_usd_per_hour: float | None
+    wall_s: float
+    iterations: int  # solves, counting re-solves after adding pair constraints
+    target_samples_per_s: float
+
+    @property
+    def found(self) -> bool:
+        return self.counts is not None
+
+
+@dataclass(frozen=True, slots=True)
+class SearchResult:
+    """The outcome of an objective: the chosen solution and how it was certified."""
+
+    objective: str
+    solution: Solution | None  # None: infeasible
+    samples_per_s: float | None  # the model's throughput of the chosen mix
+    usd_per_hour: float | None  # at that throughput
+    status: SolveStatus
+    gap: float  # relative: MIP gap for min_cost; the parametric search's bracket otherwise
+    wall_s: float
+    solves: int
+    frontier: tuple[tuple[float, float], ...] = field(default_factory=tuple)  # (samples/s, $/h)

@@ -1,0 +1,178 @@
+r"""The four objectives, on top of ``min $/h s.t. throughput ≥ t`` (``TargetModel``).
+
+Let ``f(t)`` be the optimal $/h of the MIP at target ``t`` (``+∞`` if infeasible). ``f`` does not
+decrease with ``t``: a higher target shrinks the feasible set and raises the egress term.
+
+(a) ``min_cost(t)``: one MIP solve, ``f(t)``.
+
+(b) ``max_throughput(B)``: ``max { X(x) : f(X(x)) ≤ B }`` by bisection on ``t``. Each solve at ``t``
+    returns a mix whose throughput ``X(x) ≥ t`` becomes the new lower end; an infeasible (or
+    over-budget) ``t`` the upper end. The bracket is closed to ``tolerance`` (relative).
+
+(c) ``min_cost_per_sample``: ``min_x $/h(x) / (3600·X(x))``. For a mix ``x`` the ratio at rate
+    ``t ≤ X(x)`` falls as ``t`` rises, so the optimum is ``min_t f(t)/(3600·t)``. Branch and bound on
+    intervals ``[a, b]`` of ``t``: every mix with throughput in ``[a, b]`` costs at least ``f(a)``,
+    so ``f(a)/(3600·b)`` bounds the interval from below; solving at the interval's geometric middle
+    gives a mix (an upper bound) and splits it. Stops when no interval's bound is below the best
+    ratio by more than ``tolerance``.
+
+(d) ``min_cost_by_deadline(N, D)``: the same as (c) with the floor ``t ≥ N / (3600·D)``; the total
+    is ``N`` times the cost per sample.
+
+Every objective honours the problem's limits (budget, throughput floor) through the MIP.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import time
+from dataclasses import dataclass, replace
+
+from geotrain.solver import semantics
+from geotrain.solver.model import TargetModel
+from geotrain.solver.problem import Problem
+from geotrain.solver.result import SearchResult, Solution, SolveStatus
+
+DEFAULT_TOLERANCE = 1e-3
+
+
+@dataclass
+class Searcher:
+    problem: Problem
+    backend: str = "SCIP"
+    tolerance: float = DEFAULT_TOLERANCE
+    time_limit_s: float = 30.0
+
+    def __post_init__(self) -> None:
+        self.model = TargetModel(self.problem, self.backend, self.time_limit_s)
+        self.solves = 0
+        self.statuses: set[SolveStatus] = set()
+        self._cache: dict[float, Solution] = {}
+
+    # -- primitives -------------------------------------------------------------------------
+
+    def solve_at(self, target: float) -> Solution:
+        floor = self.problem.limits.min_samples_per_s or 0.0
+        target = max(target, floor)
+        if target not in self._cache:
+            solution = self.model.solve(target)
+            self.solves += solution.iterations
+            self.statuses.add(solution.status)
+            self._cache[target] = solution
+        return self._cache[target]
+
+    def throughput(self, solution: Solution) -> float:
+        return semantics.throughput(self.problem, solution.counts)
+
+    def upper_rate(self) -> float:
+        """No mix trains faster than all capacity at full speed."""
+        cap = self.problem.node_cap
+        rates = sorted((c.rate * c.goodput for c in self.problem.candidates for _ in range(min(c.capacity, cap))),
+                       reverse=True)
+        return sum(rates[:cap])
+
+    def lower_rate(self) -> float:
+        return max(self.problem.limits.min_samples_per_s or 0.0,
+                   min(c.rate * c.goodput for c in self.problem.candidates) * 0.5)
+
+    def _status(self, gap: float) -> SolveStatus:
+        if SolveStatus.ERROR in self.statuses:
+            return SolveStatus.ERROR
+        if SolveStatus.FEASIBLE in self.statuses or SolveStatus.TIME_LIMIT in self.statuses or gap > self.tolerance:
+            return SolveStatus.FEASIBLE
+        return SolveStatus.OPTIMAL
+
+    def _result(self, objective: str, solution: Solution | None, gap: float, start: float) -> SearchResult:
+        if solution is None or not solution.found:
+            status = SolveStatus.INFEASIBLE if SolveStatus.ERROR not in self.statuses else SolveStatus.ERROR
+            if SolveStatus.TIME_LIMIT in self.statuses and status is SolveStatus.INFEASIBLE:
+                status = SolveStatus.TIME_LIMIT
+            return SearchResult(objective, None, None, None, status, gap, time.perf_counter() - start, self.solves)
+        rate = self.throughput(solution)
+        return SearchResult(objective, solution, rate, solution.usd_per_hour, self._status(gap), gap,
+                            time.perf_counter() - start, self.solves)
+
+    # -- objectives -------------------------------------------------------------------------
+
+    def min_cost(self, target: float) -> SearchResult:
+        start = time.perf_counter()
+        solution = self.solve_at(target)
+        gap = 0.0
+        if solution.found and solution.bound_usd_per_hour is not None and solution.usd_per_hour:
+            gap = max(0.0, (solution.usd_per_hour - solution.bound_usd_per_hour) / solution.usd_per_hour)
+        return self._result("min_cost", solution, gap, start)
+
+    def max_throughput(self) -> SearchResult:
+        start = time.perf_counter()
+        high = self.upper_rate() * (1 + 1e-9)
+        first = self.solve_at(self.lower_rate())
+        if not first.found:
+            return self._result("max_throughput", None, 0.0, start)
+        reach = lambda sol, t: max(t, semantics.rate_within_budget(self.problem, sol.counts))  # noqa: E731
+        best, low = first, reach(first, first.target_samples_per_s)
+        while high - low > self.tolerance * low:
+            t = math.sqrt(low * high)
+            solution = self.solve_at(t)
+            if solution.found:
+                best, low = solution, reach(solution, t)
+            else:
+                high = t
+        result = self._result("max_throughput", best, (high - low) / high, start)
+        return replace(result, samples_per_s=low,
+                       usd_per_hour=semantics.hourly_cost(self.problem, best.counts, low))
+
+    def min_cost_per_sample(self) -> SearchResult:
+        start = time.perf_counter()
+        low, high = self.lower_rate(), self.upper_rate()
+        best: Solution | None = None
+        best_ratio = math.inf
+
+        def consider(solution: Solution) -> None:
+            nonlocal best, best_ratio
+            if solution.found:
+                rate = self.throughput(solution)
+                ratio = semantics.hourly_cost(self.problem, solution.counts, rate) / (3600 * rate)
+                if ratio < best_ratio:
+                    best, best_ratio = solution, ratio
+
+        first = self.solve_at(low)
+        if not first.found:
+            return self._result("min_cost_per_sample", None, 0.0, start)
+        consider(first)
+        heap = [(first.usd_per_hour / (3600 * high), low, high, first.usd_per_hour)]
+        settled = math.inf  # lower bound of intervals too narrow to split
+        while heap and heap[0][0] < best_ratio * (1 - self.tolerance):
+            bound, a, b, f_a = heapq.heappop(heap)
+            if b <= a * (1 + self.tolerance):
+                settled = min(settled, bound)
+                continue
+            mid = math.sqrt(a * b)
+            solution = self.solve_at(mid)
+            consider(solution)
+            heapq.heappush(heap, (f_a / (3600 * mid), a, mid, f_a))
+            if solution.found:  # nothing is feasible above an infeasible target
+                heapq.heappush(heap, (solution.usd_per_hour / (3600 * b), mid, b, solution.usd_per_hour))
+        lower = min([settled, best_ratio] + ([heap[0][0]] if heap else []))
+        gap = (best_ratio - lower) / best_ratio if best_ratio > 0 else 0.0
+        return self._result("min_cost_per_sample", best, gap, start)
+
+    def frontier(self, points: int = 6) -> tuple[tuple[float, float], ...]:
+        """A few (samples/s, $/h) points of the cost/throughput trade-off."""
+        low, high = self.lower_rate(), self.upper_rate()
+        best_high = None
+        solution = self.solve_at(high)
+        if not solution.found:
+            top = self.max_throughput()
+            best_high = top.samples_per_s
+        else:
+            best_high = self.throughput(solution)
+        if not best_high:
+            return ()
+        out = []
+        for j in range(points):
+            t = low * (best_high / low) ** (j / max(1, points - 1))
+            found = self.solve_at(t)
+            if found.found:
+                out.append((self.throughput(found), found.usd_per_hour))
+        return tuple(sorted(set(out)))
