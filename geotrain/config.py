@@ -23,11 +23,11 @@ A job spec says what to train, what to optimise and within which limits::
     onprem:
       inventory: sites.yaml              # relative to this file
       required: false                    # true: use every on-prem machine
-    dataset:                             # where the training data lives
+    dataset:                             # where the training data lives (nodes stream it)
       cloud: gcp
       region: us-central1
       size_gib: 150
-      passes: 3
+      samples: 1281167                   # samples in the dataset
     checkpoint_url: s3://my-bucket/convnext-spot
 
 Every problem raises :class:`~geotrain.errors.JobSpecError` naming the field, e.g.
@@ -135,7 +135,7 @@ def _dataset(fields: Fields | None) -> DatasetSpec | None:
         cloud=fields.text("cloud").lower(),
         region=fields.text("region"),
         size_gib=fields.number("size_gib", above=0),
-        passes=fields.number("passes", 1.0, above=0),
+        samples=fields.whole("samples", minimum=1),
     )
     fields.finish()
     return out

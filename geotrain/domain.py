@@ -179,12 +179,16 @@ class NodeGroup:
 
 @dataclass(frozen=True, slots=True)
 class DatasetSpec:
-    """Where a job's training data lives and how much of it the job reads."""
+    """Where a job's training data lives. Nodes stream it: every trained sample is read once."""
 
     cloud: str
     region: str
     size_gib: float
-    passes: float = 1.0  # how many times the whole dataset is read over the job
+    samples: int  # samples in the dataset
+
+    @property
+    def bytes_per_sample(self) -> float:
+        return self.size_gib * 2**30 / self.samples
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,3 +223,78 @@ class JobSpec:
     onprem_inventory: str | None = None  # path to an inventory file
     dataset: DatasetSpec | None = None
     checkpoint_url: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PlanItem:
+    """``count`` nodes of one offer, and the samples/s they contribute to the plan."""
+
+    offer: Offer
+    count: int
+    samples_per_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class PlanTotals:
+    """What the perf model predicts for the whole plan."""
+
+    samples_per_s: float
+    goodput_samples_per_s: float  # after expected interruptions × recovery time
+    time_per_round_s: float
+    granularity: float | None  # None: no communication
+    compute_usd_per_hour: float
+    egress_usd_per_hour: float
+    data_egress_usd_per_hour: float
+    usd_per_million_samples: float
+    interruptions_per_hour: float  # expected, unknown spot rates taken at the plan's default
+    bottleneck: str
+
+    @property
+    def usd_per_hour(self) -> float:
+        return self.compute_usd_per_hour + self.egress_usd_per_hour + self.data_egress_usd_per_hour
+
+
+@dataclass(frozen=True, slots=True)
+class SolverReport:
+    objective: Objective
+    status: str  # optimal | feasible
+    gap: float
+    wall_s: float
+    solves: int
+    backend: str
+    candidates: int
+    dominated: int
+
+
+@dataclass(frozen=True, slots=True)
+class Baseline:
+    """The best single-region homogeneous choice for the same job (what a one-offer tool would pick)."""
+
+    offer: Offer
+    count: int
+    samples_per_s: float
+    usd_per_hour: float
+    usd_per_million_samples: float
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    plan_id: str
+    created_at: datetime
+    snapshot_id: str
+    job: JobSpec
+    items: tuple[PlanItem, ...]
+    totals: PlanTotals
+    solver: SolverReport
+    target_batch_size: int = 32768
+    local_steps: int = 32
+    accumulation_steps: int = 16
+    precision: str = "fp16"
+    recovery_h: float = 0.25
+    frontier: tuple[tuple[float, float], ...] = ()  # (samples/s, $/h)
+    baseline: Baseline | None = None
+    assumptions: tuple[str, ...] = ()
+
+    @property
+    def nodes(self) -> int:
+        return sum(item.count for item in self.items)

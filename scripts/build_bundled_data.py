@@ -806,6 +806,7 @@ def gcp_bundled_offers(data: Path, anycloud: list[dict[str, str]], probes: Mappi
                     instance_type=itype, accelerator=gpu, accelerator_count=str(count),
                     vcpus=num(dec(machine["vCPUs"], where)), memory_gib=num(dec(machine["MemoryGiB"], where)),
                     observed_at=observed, source=SRC_GCP_HISTORY)
+        defective = False  # the on-demand figure lacks its GPU part: the spot one of that entry does too
         for market, column, host_column in (("on_demand", "ondemand_usd_per_hour", "Price"),
                                             ("spot", "spot_usd_per_hour", "SpotPrice")):
             if not r[column].strip():
@@ -815,6 +816,11 @@ def gcp_bundled_offers(data: Path, anycloud: list[dict[str, str]], probes: Mappi
             if machine[host_column].strip() and price <= Decimal("1.2") * dec(machine[host_column], where):
                 notes.add("gcp-host-only", f"{itype} {region} {market} {r[column]} ≤ 1.2 × host-only "
                                            f"{machine[host_column]}")
+                defective = True
+                continue
+            if defective:
+                notes.add("gcp-host-only", f"{itype} {region} {market} {r[column]}: same pricing entry as the "
+                                           "on-demand figure without its GPU part")
                 continue
             if market == "on_demand":
                 out.append(offer(**base, zone="", market=market, price_usd_per_hour=r[column],

@@ -8,6 +8,7 @@ from pathlib import Path
 import typer
 
 from geotrain.cli.render import checked, console, print_json, usd
+from geotrain.perf.describe import bottleneck_words
 from geotrain.domain import SyncStrategyName
 
 _STRATEGIES = tuple(s.value for s in SyncStrategyName)
@@ -49,32 +50,6 @@ def estimate(
         print_json(estimate_record(result))
     else:
         render(result)
-
-
-def _where(offer) -> str:  # noqa: ANN001
-    loc = offer.location
-    return f"{loc.cloud}/{loc.region}" + (f"/{loc.zone}" if loc.zone else "")
-
-
-def bottleneck_words(result) -> str:  # noqa: ANN001
-    """The bottleneck in one sentence."""
-    b = result.bottleneck
-    round_s = result.time_per_round_s
-    if b is None or b.what == "compute":
-        return "compute: communication does not limit this mix"
-    share = f"{b.seconds:.1f} s of each {round_s:.1f} s round"
-    if b.what == "overhead":
-        return (f"the averaging protocol's own overhead ({b.seconds:.1f} s per round, fitted on one-zone runs) "
-                f"outweighs moving the data; no link is the limit")
-    a, c = (result.groups[i].offer for i in b.groups)
-    if b.what == "site uplink":
-        return f"the uplink of on-prem site {a.location.region} ({a.uplink_gbps:g} Gbit/s): {share}"
-    link = b.link
-    how = "measured" if link.measured else ("RTT measured, bandwidth modelled" if link.rtt_measured else "estimated")
-    if b.what == "node egress":
-        return (f"each {_where(a)} node's own egress ({link.bandwidth_gbps:.2f} Gbit/s single stream, {how}): {share}")
-    return (f"the link {_where(a)} <-> {_where(c)} ({link.link_class.value.replace('_', ' ')}, "
-            f"{link.bandwidth_gbps * 1000:.0f} Mbit/s single stream, {link.rtt_ms:.1f} ms RTT, {how}): {share}")
 
 
 def estimate_record(result) -> dict:  # noqa: ANN001

@@ -1,8 +1,13 @@
 """``PerfModel.predict``: samples/s, round time, egress and dollars for a mix of nodes.
 
 Money: compute $/h = Σ nodes × price; egress $/h = Σ over directed links of bytes/h × the sender
-cloud's price for that link class (GB = 10^9 bytes); $/1M samples = (compute + egress $/h) /
+cloud's price for that link class (GB = 10^9 bytes); $/1M samples = (compute + egress + data $/h) /
 (samples/s × 3600) × 10^6.
+
+Data locality: with a :class:`DataSource` (where the dataset lives, bytes per sample), every node
+streams the samples it trains from there. A node's rate is capped by what one stream from the data
+can carry (``bandwidth / bytes per sample``), and nodes outside the data's zone pay egress for what
+they read, at the data cloud's price for that link class.
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from geotrain.domain import CLOUD_ONPREM, LinkClass, NodeGroup, SyncStrategyName
+from geotrain.domain import CLOUD_ONPREM, LinkClass, Location, NodeGroup, SyncStrategyName
 from geotrain.errors import InputError
 from geotrain.perf.data import data_text
 from geotrain.perf.network import LinkEstimate, NetworkModel, SitePlacement
@@ -43,6 +48,14 @@ class LinkUse:
 
 
 @dataclass(frozen=True, slots=True)
+class DataSource:
+    """Where the training data lives and how many bytes one sample is."""
+
+    location: Location
+    bytes_per_sample: float
+
+
+@dataclass(frozen=True, slots=True)
 class Estimate:
     workload: str
     strategy: SyncStrategyName
@@ -65,10 +78,11 @@ class Estimate:
     links: tuple[LinkUse, ...]
     bottleneck: Bottleneck | None
     interruptions_per_hour: float | None  # expected, all nodes; None if any spot offer's rate is unknown
+    data_egress_usd_per_hour: float = 0.0  # reading training data from another zone
 
     @property
     def usd_per_hour(self) -> float:
-        return self.compute_usd_per_hour + self.egress_usd_per_hour
+        return self.compute_usd_per_hour + self.egress_usd_per_hour + self.data_egress_usd_per_hour
 
     @property
     def usd_per_million_samples(self) -> float:
@@ -108,8 +122,20 @@ class PerfModel:
     def with_sites(self, sites: dict[str, SitePlacement]) -> PerfModel:
         return PerfModel(rates=self.rates, network=self.network.with_sites(sites), egress=self.egress)
 
+    def data_capped_rate(self, rate: float, location: Location, data: DataSource | None) -> float:
+        """A node's rate, capped by one stream from the data's location."""
+        if data is None:
+            return rate
+        link = self.network.link(data.location, location)
+        return min(rate, link.bandwidth_gbps * 1e9 / 8 / data.bytes_per_sample)
+
+    def data_usd_per_sample(self, location: Location, data: DataSource | None) -> float:
+        if data is None:
+            return 0.0
+        return data.bytes_per_sample / GB * self.egress.usd_per_gb(data.location, location)
+
     def predict(self, workload: Workload, groups: Sequence[NodeGroup], strategy: Strategy,
-                precision: str = "fp16") -> Estimate:
+                precision: str = "fp16", data: DataSource | None = None) -> Estimate:
         groups = tuple(g for g in groups if g.count > 0)
         if not groups:
             raise InputError("no nodes to estimate: give at least one node")
@@ -118,7 +144,7 @@ class PerfModel:
         rates = tuple(self.rates.node_rate(workload, g.offer.shape.accelerator, g.offer.shape.accelerator_count)
                       for g in groups)
         peers = [
-            PeerGroup(g.offer.location, g.count, r.samples_per_s,
+            PeerGroup(g.offer.location, g.count, self.data_capped_rate(r.samples_per_s, g.offer.location, data),
                       workload.samples_per_step * max(1, g.offer.shape.accelerator_count))
             for g, r in zip(groups, rates, strict=True)
         ]
@@ -145,6 +171,9 @@ class PerfModel:
             by_cloud[src.cloud] += use.usd_per_hour
             by_class[link.link_class.value] += use.usd_per_hour
         compute_usd = sum(g.count * g.offer.price_usd_per_hour for g in groups)
+        raw = sum(p.count * p.samples_per_s for p in peers)
+        data_usd = sum(3600 * cost.samples_per_s * p.count * p.samples_per_s / raw
+                       * self.data_usd_per_sample(p.location, data) for p in peers)
         return Estimate(
             workload=workload.name, strategy=strategy.name, precision=precision, groups=groups, rates=rates,
             nodes=topo.nodes, samples_per_s=cost.samples_per_s, time_per_round_s=cost.time_per_round_s,
@@ -155,6 +184,7 @@ class PerfModel:
             egress_usd_per_hour_by_cloud=dict(by_cloud), egress_usd_per_hour_by_link_class=dict(by_class),
             bytes_per_peer_per_round=cost.bytes_per_peer_per_round, links=tuple(links),
             bottleneck=cost.bottleneck, interruptions_per_hour=_interruptions(groups),
+            data_egress_usd_per_hour=data_usd,
         )
 
 

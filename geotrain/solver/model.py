@@ -78,7 +78,9 @@ model. ``geotrain.solver.semantics`` evaluates the same model for one count vect
 
 from __future__ import annotations
 
+import functools
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import combinations
 
@@ -86,7 +88,48 @@ from geotrain.solver import semantics, units
 from geotrain.solver.problem import Problem, finite, share
 from geotrain.solver.result import Solution, SolveStatus
 
-BACKENDS = ("SCIP", "CBC")
+BACKENDS = ("CBC", "SCIP")
+
+Terms = list[tuple[object, float]]  # (variable, coefficient)
+
+
+class Tables:
+    """What the model needs from a problem that does not depend on the target: built once."""
+
+    def __init__(self, problem: Problem) -> None:
+        self.p = problem
+        self.o = problem.oracle
+        self.N = problem.node_cap
+        self.ks = range(1, self.N + 1)
+        self.regions = problem.regions
+        self.members: dict[str, list[int]] = {q: [] for q in self.regions}
+        self.zones: dict[str, list[int]] = {}
+        for i, c in enumerate(problem.candidates):
+            self.members[c.region].append(i)
+            self.zones.setdefault(c.zone, []).append(i)
+        self.region_cap = {q: min(self.N, sum(problem.candidates[i].capacity for i in idx))
+                           for q, idx in self.members.items()}
+        self.overhead = {k: self.o.overhead_s(k) for k in self.ks}
+        # regions with equal term tables share one constraint
+        groups: dict[tuple, list[str]] = {}
+        for q in self.regions:
+            groups.setdefault(tuple(self.o.region_s(q, k) if k > 1 else 0.0 for k in self.ks), []).append(q)
+        self.region_groups = sorted(((members, dict(zip(self.ks, table, strict=True)))
+                                     for table, members in groups.items()), key=lambda item: item[0])
+        self.steps = sorted({c.samples_per_step / c.rate for c in problem.candidates})
+        self.sites = {}
+        for q, idx in self.members.items():
+            cloud, _, site = q.partition("/")
+            if cloud == "onprem" and self.o.site_s(site, 1, 2) is not None:
+                self.sites[q] = site
+
+    @functools.lru_cache(maxsize=None)  # noqa: B019 - one Tables per problem
+    def pair(self, a: str, b: str) -> dict[int, float]:
+        return {k: self.o.pair_s(a, b, k) for k in self.ks}
+
+    @functools.lru_cache(maxsize=None)  # noqa: B019
+    def site(self, q: str, m: int) -> dict[int, float]:
+        return {k: (self.o.site_s(self.sites[q], m, k) or 0.0) if k > m else 0.0 for k in self.ks}
 
 
 @dataclass
@@ -94,9 +137,12 @@ class TargetModel:
     """Solves ``min $/h s.t. throughput ≥ t`` for one problem, for any number of targets."""
 
     problem: Problem
-    backend: str = "SCIP"
+    backend: str = "CBC"
     time_limit_s: float = 30.0
     pairs: set[tuple[str, str]] = field(default_factory=set)
+
+    def __post_init__(self) -> None:
+        self.tables = Tables(self.problem)
 
     def solve(self, target: float) -> Solution:
         """Optimal mix for target ``target`` samples/s (lazily adding pair constraints)."""
@@ -114,17 +160,14 @@ class TargetModel:
                 return Solution(status, counts, cost, bound, time.perf_counter() - start, iterations, target)
             self.pairs |= missing
 
-    # -- building ---------------------------------------------------------------------------
-
     def _solve_once(self, target: float) -> tuple[SolveStatus, tuple[int, ...] | None, float | None]:
         from ortools.linear_solver import pywraplp
 
-        p = self.problem
         solver = pywraplp.Solver.CreateSolver(self.backend)
         if solver is None:
             raise RuntimeError(f"OR-Tools has no {self.backend} back end here")
         solver.SetTimeLimit(int(self.time_limit_s * 1000))
-        b = _Builder(p, solver, target, self.pairs)
+        b = _Builder(self.tables, solver, target, self.pairs)
         b.build()
         result = solver.Solve()
         status = {
@@ -139,205 +182,243 @@ class TargetModel:
 
 
 class _Builder:
-    """Adds the variables and constraints of the docstring's model to one pywraplp solver."""
+    """Adds the variables and constraints of the docstring's model to one pywraplp solver.
 
-    def __init__(self, problem: Problem, solver, target: float, pairs: set[tuple[str, str]]) -> None:  # noqa: ANN001
-        self.p, self.s, self.t, self.pairs = problem, solver, target, pairs
-        self.o = problem.oracle
-        self.cands = problem.candidates
-        self.N = problem.node_cap
-        self.regions = problem.regions
+    Rows are written with the solver's low-level API (a constraint and its coefficients), which is
+    many times faster than building Python expressions for rows of thousands of terms.
+    """
+
+    def __init__(self, tables: Tables, solver, target: float, pairs: set[tuple[str, str]]) -> None:  # noqa: ANN001
+        self.tb, self.s, self.t, self.pairs = tables, solver, target, pairs
+        self.p = tables.p
+        self.o = tables.o
+        self.cands = tables.p.candidates
+        self.N = tables.N
+        self.inf = solver.infinity()
         self.x: list = []
 
-    def build(self) -> None:
-        s, p, cands, N = self.s, self.p, self.cands, self.N
-        inf = s.infinity()
-        self.x = [s.IntVar(c.minimum, c.capacity, f"x{i}") for i, c in enumerate(cands)]
-        self.w = {k: s.BoolVar(f"w{k}") for k in range(1, N + 1)}
-        s.Add(sum(self.w.values()) == 1)
-        self.total = sum(self.x)
-        s.Add(self.total == sum(k * w for k, w in self.w.items()))
-        self.members = {q: [i for i, c in enumerate(cands) if c.region == q] for q in self.regions}
-        self.y = {q: s.BoolVar(f"y[{q}]") for q in self.regions}
-        self.C = {}
-        for q, idx in self.members.items():
-            cap = min(N, sum(cands[i].capacity for i in idx))
-            self.C[q] = sum(self.x[i] for i in idx)
-            s.Add(self.C[q] <= cap * self.y[q])
-            s.Add(self.C[q] >= self.y[q])
-        limits = p.limits
-        if limits.max_regions is not None:
-            s.Add(sum(self.y.values()) <= limits.max_regions)
-        zones: dict[str, list[int]] = {}
-        for i, c in enumerate(cands):
-            zones.setdefault(c.zone, []).append(i)
-        for idx in zones.values():
-            in_zone = sum(self.x[i] for i in idx)
-            if limits.max_nodes_per_zone is not None:
-                s.Add(in_zone <= limits.max_nodes_per_zone)
-            if limits.max_zone_share is not None:
-                s.Add(in_zone <= limits.max_zone_share * self.total)
-        if limits.max_spot_share is not None:
-            s.Add(sum(self.x[i] for i, c in enumerate(cands) if c.market == "spot") <= limits.max_spot_share * self.total)
-        for scope, quota in limits.quotas:
-            s.Add(sum(c.accelerators * self.x[i] for i, c in enumerate(cands) if scope in (c.cloud, c.region)) <= quota)
+    def row(self, terms: Terms, lb: float = float("-inf"), ub: float = float("inf")) -> None:
+        """lb ≤ Σ coef·var ≤ ub (coefficients of a repeated variable add up)."""
+        lb = -self.inf if lb == float("-inf") else lb
+        ub = self.inf if ub == float("inf") else ub
+        c = self.s.Constraint(lb, ub)
+        merged: dict = {}
+        for var, coef in terms:
+            merged[var] = merged.get(var, 0.0) + coef
+        for var, coef in merged.items():
+            if coef:
+                c.SetCoefficient(var, coef)
 
-        self.E = {q: s.NumVar(0, inf, f"E[{q}]") for q in self.regions}
-        node_cost = sum(units.to_model_usd(c.price_usd_per_hour + c.data_usd_per_hour) * self.x[i]
-                        for i, c in enumerate(cands))
-        cost = node_cost + sum(self.E.values())
+    def build(self) -> None:
+        s, tb, cands, N = self.s, self.tb, self.cands, self.N
+        self.x = [s.IntVar(c.minimum, c.capacity, f"x{i}") for i, c in enumerate(cands)]
+        self.w = {k: s.BoolVar(f"w{k}") for k in tb.ks}
+        self.row([(w, 1.0) for w in self.w.values()], 1, 1)
+        self.total = s.NumVar(0, N, "n")
+        self.row([(self.total, 1.0)] + [(x, -1.0) for x in self.x], 0, 0)
+        self.row([(self.total, 1.0)] + [(w, -k) for k, w in self.w.items()], 0, 0)
+        self.y = {q: s.BoolVar(f"y[{q}]") for q in tb.regions}
+        for q, idx in tb.members.items():
+            members = [(self.x[i], 1.0) for i in idx]
+            self.row(members + [(self.y[q], -tb.region_cap[q])], ub=0)
+            self.row(members + [(self.y[q], -1.0)], lb=0)
+        limits = self.p.limits
+        if limits.max_regions is not None:
+            self.row([(y, 1.0) for y in self.y.values()], ub=limits.max_regions)
+        for idx in tb.zones.values():
+            in_zone = [(self.x[i], 1.0) for i in idx]
+            if limits.max_nodes_per_zone is not None:
+                self.row(in_zone, ub=limits.max_nodes_per_zone)
+            if limits.max_zone_share is not None:
+                self.row(in_zone + [(self.total, -limits.max_zone_share)], ub=0)
+        if limits.max_spot_share is not None:
+            self.row([(self.x[i], 1.0) for i, c in enumerate(cands) if c.market == "spot"]
+                     + [(self.total, -limits.max_spot_share)], ub=0)
+        for scope, quota in limits.quotas:
+            self.row([(self.x[i], c.accelerators) for i, c in enumerate(cands) if scope in (c.cloud, c.region)],
+                     ub=quota)
+
+        self.E = {q: s.NumVar(0, self.inf, f"E[{q}]") for q in tb.regions}
+        node_cost = s.NumVar(0, self.inf, "node_cost")
+        self.row([(node_cost, 1.0)] + [(self.x[i], -units.to_model_usd(c.price_usd_per_hour + c.data_usd_per_hour))
+                                       for i, c in enumerate(cands)], 0, 0)
+        cost: Terms = [(node_cost, 1.0)] + [(e, 1.0) for e in self.E.values()]
         {"hivemind": self._hivemind, "allreduce": self._allreduce, "local-sgd": self._local_sgd,
          "asgd-ga": self._asgd}[self.o.strategy]()
         if limits.budget_usd_per_hour is not None:
-            s.Add(cost <= units.to_model_usd(limits.budget_usd_per_hour))
-        s.Minimize(cost)
+            self.row(cost, ub=units.to_model_usd(limits.budget_usd_per_hour))
+        objective = s.Objective()
+        for var, coef in cost:
+            objective.SetCoefficient(var, coef)
+        objective.SetMinimization()
+
+    # -- helpers ----------------------------------------------------------------------------
+
+    def used_indicator(self, regions: list[str], name: str):  # noqa: ANN201
+        """y_q for one region; for several, Y with Y ≥ y_q each (Y ∈ [0, 1])."""
+        if len(regions) == 1:
+            return self.y[regions[0]]
+        var = self.s.NumVar(0, 1, name)
+        for q in regions:
+            self.row([(var, 1.0), (self.y[q], -1.0)], lb=0)
+        return var
+
+    def require(self, lhs: Terms, table: dict[int, float], indicators: list, n_on: int) -> None:
+        """lhs ≥ Σ_k w_k·table[k] when all ``indicators`` are 1 (big-M otherwise; ∞ entries forbidden)."""
+        finite_values = [v for v in table.values() if finite(v)]
+        for k, v in table.items():
+            if not finite(v):
+                self.row([(self.w[k], 1.0)] + [(ind, 1.0) for ind in indicators], ub=n_on)
+        if not finite_values or not max(finite_values):
+            return
+        big = max(finite_values)
+        # lhs − Σ w_k v_k − big·Σ ind ≥ −big·n_on
+        self.row(lhs + [(self.w[k], -v) for k, v in table.items() if finite(v) and v]
+                 + [(ind, -big) for ind in indicators], lb=-big * n_on)
 
     # -- strategies -------------------------------------------------------------------------
 
     def _need(self, k: int, tau: float) -> float:
         """c(k, τ): the good compute rate R hivemind needs with k nodes and extra time τ."""
         o, t = self.o, self.t
-        slack = o.samples_per_round - t * (o.overhead_s(k) + tau)
+        slack = o.samples_per_round - t * (self.tb.overhead[k] + tau)
         return o.samples_per_round * t / (o.efficiency * slack) if slack > 0 else float("inf")
 
-    def _require(self, lhs, table: dict[int, float], indicators: list, n_on: int) -> None:  # noqa: ANN001
-        """lhs ≥ Σ_k w_k·table[k] when all ``indicators`` are 1 (big-M otherwise; ∞ entries forbidden)."""
-        finite_values = [v for v in table.values() if finite(v)]
-        for k, v in table.items():
-            if not finite(v):
-                self.s.Add(self.w[k] + sum(indicators) <= n_on)
-        if not finite_values:
-            return
-        big = max(finite_values)
-        rhs = sum(self.w[k] * v for k, v in table.items() if finite(v) and v)
-        self.s.Add(lhs >= rhs - big * (n_on - sum(indicators)))
-
     def _hivemind(self) -> None:
-        s, o, cands, N = self.s, self.o, self.cands, self.N
-        rate = sum(units.to_model_rate(c.rate * c.goodput) * self.x[i] for i, c in enumerate(cands))
+        s, o, tb, cands = self.s, self.o, self.tb, self.cands
         model = units.to_model_rate
-        s.Add(rate >= model(self.t) * self.w[1])
-        ks = range(2, N + 1)
-        self._require(rate, {k: model(self._need(k, 0.0)) for k in ks}, [], 0)
-        for q in self.regions:
-            self._require(rate, {k: model(self._need(k, o.region_s(q, k))) for k in ks}, [self.y[q]], 1)
+        R = s.NumVar(0, self.inf, "R")
+        self.row([(R, 1.0)] + [(self.x[i], -model(c.rate * c.goodput)) for i, c in enumerate(cands)], 0, 0)
+        rate: Terms = [(R, 1.0)]
+        self.row(rate + [(self.w[1], -model(self.t))], lb=0)
+        ks = range(2, self.N + 1)
+        need = lambda tau_of: {k: model(self._need(k, tau_of(k))) for k in ks}  # noqa: E731
+        self.require(rate, need(lambda k: 0.0), [], 0)
+        for n, (members, table) in enumerate(tb.region_groups):
+            used = self.used_indicator(members, f"Y{n}")
+            self.require(rate, need(lambda k, table=table: table[k]), [used], 1)
         for a, b in sorted(self.pairs):
-            self._require(rate, {k: model(self._need(k, o.pair_s(a, b, k))) for k in ks}, [self.y[a], self.y[b]], 2)
-        for q, idx in self.members.items():
-            cloud, _, site = q.partition("/")
-            if cloud != "onprem" or o.site_s(site, 1, 2) is None:
-                continue
-            cap = min(N, sum(cands[i].capacity for i in idx))
+            table = tb.pair(a, b)
+            self.require(rate, need(lambda k, table=table: table[k]), [self.y[a], self.y[b]], 2)
+        for q in tb.sites:
+            cap = tb.region_cap[q]
             u = {m: s.BoolVar(f"u[{q},{m}]") for m in range(1, cap + 1)}
-            s.Add(sum(u.values()) == self.y[q])
-            s.Add(self.C[q] == sum(m * v for m, v in u.items()))
+            self.row([(v, 1.0) for v in u.values()] + [(self.y[q], -1.0)], 0, 0)
+            self.row([(self.x[i], 1.0) for i in tb.members[q]] + [(v, -m) for m, v in u.items()], 0, 0)
             for m, v in u.items():
-                table = {k: model(self._need(k, o.site_s(site, m, k) or 0.0)) if k > m else 0.0 for k in ks}
-                self._require(rate, table, [v], 1)
-        self._pair_egress(lambda q: self._balance(q), 3600 * self.t * 2 * o.payload_bytes / o.samples_per_round,
-                          per_round=True)
+                table = tb.site(q, m)
+                self.require(rate, {k: model(self._need(k, table[k])) if k > m else 0.0 for k in ks}, [v], 1)
+        coefficient = 3600 * self.t * 2 * o.payload_bytes / o.samples_per_round
+        self._pair_egress(per_round=self._balance, coefficient=coefficient)
 
     def _balance(self, q: str):  # noqa: ANN202
         """b_q ≥ min(C_q, Σx − C_q), with one binary."""
         s, N = self.s, self.N
         b = s.NumVar(0, N, f"b[{q}]")
         z = s.BoolVar(f"z[{q}]")
-        s.Add(b >= self.C[q] - N * z)
-        s.Add(b >= (self.total - self.C[q]) - N * (1 - z))
+        members = [(self.x[i], 1.0) for i in self.tb.members[q]]
+        self.row([(b, 1.0)] + [(v, -c) for v, c in members] + [(z, N)], lb=0)  # b ≥ C_q − N·z
+        self.row([(b, 1.0), (self.total, -1.0)] + members + [(z, -N)], lb=-N)  # b ≥ n − C_q − N(1−z)
         return b
 
-    def _pair_egress(self, volume, coefficient: float, *, per_round: bool) -> None:  # noqa: ANN001
-        """E_q ≥ coefficient · price(q, q') · volume(q) for every ordered pair in use."""
-        s, o = self.s, self.o
-        volumes = {q: volume(q) for q in self.regions} if per_round else {}
+    def _pair_egress(self, *, coefficient: float, per_round: Callable | None = None,
+                     per_sample: Callable[[int], float] | None = None) -> None:
+        """E_q ≥ coefficient · price(q, q') · volume for every ordered pair in use."""
+        o = self.o
+        volumes = {}
+        if per_round is not None:
+            volumes = {q: per_round(q) for q in sorted({q for pair in self.pairs for q in pair})}
         for a, b in sorted(self.pairs):
             for src, dst in ((a, b), (b, a)):
                 price = units.to_model_usd(coefficient * o.usd_per_byte(src, dst))
                 if price <= 0:
                     continue
-                if per_round:
-                    big = price * self.N
-                    s.Add(self.E[src] >= price * volumes[src] - big * (1 - self.y[dst]))
+                if per_round is not None:
+                    big = price * self.N  # E ≥ price·b − big·(1 − y_dst)
+                    self.row([(self.E[src], 1.0), (volumes[src], -price), (self.y[dst], -big)], lb=-big)
                 else:
-                    table = volume(src)  # {k: per-sample bytes factor}
-                    big = price * max(table.values())
-                    s.Add(self.E[src] >= price * sum(self.w[k] * v for k, v in table.items())
-                          - big * (2 - self.y[src] - self.y[dst]))
+                    table = {k: per_sample(k) for k in self.tb.ks}
+                    big = price * max(table.values())  # E ≥ price·Σ w_k v_k − big·(2 − y − y)
+                    self.row([(self.E[src], 1.0)] + [(self.w[k], -price * v) for k, v in table.items()]
+                             + [(self.y[src], -big), (self.y[dst], -big)], lb=-2 * big)
 
-    def _step_time(self):  # noqa: ANN202
-        """τ ≥ m_i/s_i for every candidate in use: the slowest node's step."""
+    def _step_time(self) -> Terms:
+        """τ = the slowest step in use, as one-hot levels over the distinct step times."""
         s, cands = self.s, self.cands
-        slowest = max(c.samples_per_step / c.rate for c in cands)
-        tau = s.NumVar(0, slowest, "tau")
+        level = {v: s.BoolVar(f"level{j}") for j, v in enumerate(self.tb.steps)}
+        self.row([(b, 1.0) for b in level.values()], 1, 1)
         for i, c in enumerate(cands):
-            used = s.BoolVar(f"used{i}")
-            s.Add(self.x[i] <= c.capacity * used)
-            s.Add(tau >= (c.samples_per_step / c.rate) * used)
-        return tau
+            own = c.samples_per_step / c.rate
+            self.row([(self.x[i], 1.0)] + [(b, -c.capacity) for v, b in level.items() if v >= own], ub=0)
+        return [(b, v) for v, b in level.items()]
 
     def _max_term(self, name: str, terms: list[tuple[dict[int, float], list, int]]):  # noqa: ANN202
-        s = self.s
         top = max((max(table.values()) for table, _, _ in terms), default=0.0)
-        var = s.NumVar(0, max(top, 0.0), name)
+        var = self.s.NumVar(0, max(top, 0.0), name)
         for table, indicators, n_on in terms:
             big = max(table.values())
-            s.Add(var >= sum(self.w[k] * v for k, v in table.items() if v) - big * (n_on - sum(indicators)))
+            # var ≥ Σ w_k v_k − big·(n_on − Σ ind)
+            self.row([(var, 1.0)] + [(self.w[k], -v) for k, v in table.items() if v]
+                     + [(ind, -big) for ind in indicators], lb=-big * n_on)
         return var
 
-    def _good_samples(self):  # noqa: ANN202
-        return sum(c.samples_per_step * c.goodput * self.x[i] for i, c in enumerate(self.cands))
+    def _good_samples(self) -> Terms:
+        return [(self.x[i], c.samples_per_step * c.goodput) for i, c in enumerate(self.cands)]
 
     def _ring_terms(self) -> tuple[list, list]:
-        o, ks = self.o, range(1, self.N + 1)
-        inside = [({k: o.region_s(q, k) if k > 1 else 0.0 for k in ks}, [self.y[q]], 1) for q in self.regions]
-        between = [({k: o.pair_s(a, b, k) if k > 1 else 0.0 for k in ks}, [self.y[a], self.y[b]], 2)
+        tb = self.tb
+        inside = [(table, [self.used_indicator(members, f"Yr{n}")], 1)
+                  for n, (members, table) in enumerate(tb.region_groups)]
+        between = [({k: v if k > 1 else 0.0 for k, v in tb.pair(a, b).items()}, [self.y[a], self.y[b]], 2)
                    for a, b in sorted(self.pairs)]
         return inside, between
 
     def _allreduce(self) -> None:
-        o = self.o
+        o, t = self.o, self.t
         tau = self._step_time()
         inside, between = self._ring_terms()
         T = self._max_term("T", inside + between)
-        self.s.Add(self._good_samples() >= self.t * (tau + T))
+        # G − t·τ − t·T ≥ 0
+        self.row(self._good_samples() + [(v, -t * c) for v, c in tau] + [(T, -t)], lb=0)
         m_min = self.p.min_samples_per_step
-        table = lambda _q: {k: share(k) * o.payload_bytes / (k * m_min) for k in range(1, self.N + 1)}  # noqa: E731
-        self._pair_egress(table, 3600 * self.t, per_round=False)
+        self._pair_egress(coefficient=3600 * t, per_sample=lambda k: share(k) * o.payload_bytes / (k * m_min))
 
     def _local_sgd(self) -> None:
-        o = self.o
+        o, t = self.o, self.t
         H = o.local_steps
         tau = self._step_time()
         inside, between = self._ring_terms()
         t_in = self._max_term("T_in", inside)
         t_wan = self._max_term("T_wan", between)
-        self.s.Add(H * self._good_samples() >= self.t * (H * tau + H * t_in + t_wan))
+        # H·G − t·H·τ − t·H·T_in − t·T_wan ≥ 0
+        self.row([(v, H * c) for v, c in self._good_samples()] + [(v, -t * H * c) for v, c in tau]
+                 + [(t_in, -t * H), (t_wan, -t)], lb=0)
         m_min = self.p.min_samples_per_step
-        table = lambda _q: {k: 2 * o.payload_bytes / (H * k * m_min) for k in range(1, self.N + 1)}  # noqa: E731
-        self._pair_egress(table, 3600 * self.t, per_round=False)
+        self._pair_egress(coefficient=3600 * t, per_sample=lambda k: 2 * o.payload_bytes / (H * k * m_min))
 
     def _asgd(self) -> None:
-        s, o, cands = self.s, self.o, self.cands
+        s, o, tb, cands = self.s, self.o, self.tb, self.cands
         A = o.accumulation_steps
         model = units.to_model_rate
         X, h = {}, {}
-        for q, idx in self.members.items():
-            compute = sum(model(cands[i].rate * cands[i].goodput) * self.x[i] for i in idx)
+        for q, idx in tb.members.items():
             top = sum(model(cands[i].rate * cands[i].goodput) * min(cands[i].capacity, self.N) for i in idx)
             X[q] = s.NumVar(0, top, f"X[{q}]")
             h[q] = s.BoolVar(f"h[{q}]")
-            s.Add(X[q] <= compute)
-            s.Add(X[q] <= top * self.y[q])
-            s.Add(h[q] <= self.y[q])
-        s.Add(sum(h.values()) == 1)
-        s.Add(sum(X.values()) >= model(self.t))
+            self.row([(X[q], 1.0)] + [(self.x[i], -model(cands[i].rate * cands[i].goodput)) for i in idx], ub=0)
+            self.row([(X[q], 1.0), (self.y[q], -top)], ub=0)
+            self.row([(h[q], 1.0), (self.y[q], -1.0)], ub=0)
+        self.row([(v, 1.0) for v in h.values()], 1, 1)
+        self.row([(v, 1.0) for v in X.values()], lb=model(self.t))
         for a, b in sorted(self.pairs):
             for src, home in ((a, b), (b, a)):
                 top = X[src].ub()
                 push = o.pair_s(src, home, 0)
-                per_step = sum(cands[i].samples_per_step * self.x[i] for i in self.members[src])
-                s.Add(X[src] <= model(A / push) * per_step + top * (1 - h[home]))
+                # X_src ≤ (A/push)·Σ m_i x_i + top·(1 − h_home)
+                self.row([(X[src], 1.0), (h[home], top)]
+                         + [(self.x[i], -model(A / push) * cands[i].samples_per_step) for i in tb.members[src]],
+                         ub=top)
                 # a region pushes at most once per push time: 2W per push, priced at the sender
                 price = units.to_model_usd(3600 / push * 2 * o.payload_bytes * o.usd_per_byte(src, home))
                 if price > 0:
-                    s.Add(self.E[src] >= price * (self.y[src] + h[home] - 1))
+                    self.row([(self.E[src], 1.0), (self.y[src], -price), (h[home], -price)], lb=-price)

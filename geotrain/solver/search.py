@@ -40,7 +40,7 @@ DEFAULT_TOLERANCE = 1e-3
 @dataclass
 class Searcher:
     problem: Problem
-    backend: str = "SCIP"
+    backend: str = "CBC"
     tolerance: float = DEFAULT_TOLERANCE
     time_limit_s: float = 30.0
 
@@ -66,13 +66,36 @@ class Searcher:
         return semantics.throughput(self.problem, solution.counts)
 
     def upper_rate(self) -> float:
-        """No mix trains faster than all capacity at full speed."""
+        """No mix trains faster than its nodes alone at full speed, nor than the budget can buy."""
         cap = self.problem.node_cap
         rates = sorted((c.rate * c.goodput for c in self.problem.candidates for _ in range(min(c.capacity, cap))),
                        reverse=True)
-        return sum(rates[:cap])
+        bound = sum(rates[:cap])
+        budget = self.problem.limits.budget_usd_per_hour
+        if budget is not None:
+            free = sum(c.rate * c.goodput * min(c.capacity, cap) for c in self.problem.candidates
+                       if c.price_usd_per_hour + c.data_usd_per_hour == 0)
+            per_dollar = max((c.rate * c.goodput / (c.price_usd_per_hour + c.data_usd_per_hour)
+                              for c in self.problem.candidates if c.price_usd_per_hour + c.data_usd_per_hour > 0),
+                             default=0.0)
+            bound = min(bound, free + budget * per_dollar)
+        return bound
+
+    def ratio_floor(self, at_least: float = 0.0) -> float:
+        """A lower bound on $/sample of any mix training at least ``at_least`` samples/s: it is one
+        node fast enough alone, or two or more nodes — each at best its candidate's cost per sample
+        at full speed, and with hivemind keeping only the efficiency ``e`` of it."""
+        cands = self.problem.candidates
+        ratio = [(c.price_usd_per_hour + c.data_usd_per_hour) / (3600 * c.rate * c.goodput) for c in cands]
+        single = min((r for r, c in zip(ratio, cands, strict=True) if c.rate * c.goodput >= at_least),
+                     default=math.inf)
+        several = min(ratio)
+        if self.problem.oracle.strategy == "hivemind":
+            several /= self.problem.oracle.efficiency
+        return min(single, several)
 
     def lower_rate(self) -> float:
+        """Below this no mix is worth considering: half the slowest single node (or the floor)."""
         return max(self.problem.limits.min_samples_per_s or 0.0,
                    min(c.rate * c.goodput for c in self.problem.candidates) * 0.5)
 
@@ -140,7 +163,9 @@ class Searcher:
         if not first.found:
             return self._result("min_cost_per_sample", None, 0.0, start)
         consider(first)
-        heap = [(first.usd_per_hour / (3600 * high), low, high, first.usd_per_hour)]
+        self._try_best_single(consider)
+        floor = self.ratio_floor
+        heap = [(max(floor(low), first.usd_per_hour / (3600 * high)), low, high, first.usd_per_hour)]
         settled = math.inf  # lower bound of intervals too narrow to split
         while heap and heap[0][0] < best_ratio * (1 - self.tolerance):
             bound, a, b, f_a = heapq.heappop(heap)
@@ -150,12 +175,27 @@ class Searcher:
             mid = math.sqrt(a * b)
             solution = self.solve_at(mid)
             consider(solution)
-            heapq.heappush(heap, (f_a / (3600 * mid), a, mid, f_a))
+            heapq.heappush(heap, (max(floor(a), f_a / (3600 * mid)), a, mid, f_a))
             if solution.found:  # nothing is feasible above an infeasible target
-                heapq.heappush(heap, (solution.usd_per_hour / (3600 * b), mid, b, solution.usd_per_hour))
+                heapq.heappush(heap, (max(floor(mid), solution.usd_per_hour / (3600 * b)), mid, b,
+                                      solution.usd_per_hour))
         lower = min([settled, best_ratio] + ([heap[0][0]] if heap else []))
         gap = (best_ratio - lower) / best_ratio if best_ratio > 0 else 0.0
         return self._result("min_cost_per_sample", best, gap, start)
+
+    def _try_best_single(self, consider) -> None:  # noqa: ANN001
+        """The single node with the lowest cost per sample that meets the floor often is the optimum
+        (it reaches ``ratio_floor``): try it first, solved at its own rate for a certified mix."""
+        cands = self.problem.candidates
+        floor = self.problem.limits.min_samples_per_s or 0.0
+        fast = [i for i, c in enumerate(cands) if c.rate * c.goodput >= floor]
+        if not fast:
+            return
+        best = min(fast, key=lambda i: (cands[i].price_usd_per_hour + cands[i].data_usd_per_hour)
+                   / (cands[i].rate * cands[i].goodput))
+        x = tuple(1 if i == best else 0 for i in range(len(cands)))
+        if semantics.structurally_feasible(self.problem, x):
+            consider(self.solve_at(semantics.throughput(self.problem, x)))
 
     def frontier(self, points: int = 6) -> tuple[tuple[float, float], ...]:
         """A few (samples/s, $/h) points of the cost/throughput trade-off."""

@@ -24,6 +24,7 @@ dataset:
   cloud: gcp
   region: us-central1
   size_gib: 150
+  samples: 1281167
 """
 
 
@@ -41,7 +42,7 @@ def test_valid_spec(tmp_path):
     assert spec.constraints.continents == frozenset({Continent.NORTH_AMERICA, Continent.EUROPE})
     assert spec.constraints.onprem_required is True
     assert spec.onprem_inventory == str(tmp_path / "sites.yaml")
-    assert spec.dataset is not None and spec.dataset.passes == 1.0
+    assert spec.dataset is not None and spec.dataset.bytes_per_sample == 150 * 2**30 / 1281167
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,32 @@
+"""An estimate's bottleneck, in words."""
+
+from __future__ import annotations
+
+from geotrain.domain import Offer
+from geotrain.perf.model import Estimate
+
+
+def _where(offer: Offer) -> str:
+    loc = offer.location
+    return f"{loc.cloud}/{loc.region}" + (f"/{loc.zone}" if loc.zone else "")
+
+
+def bottleneck_words(result: Estimate) -> str:
+    """The bottleneck in one sentence."""
+    b = result.bottleneck
+    round_s = result.time_per_round_s
+    if b is None or b.what == "compute":
+        return "compute: communication does not limit this mix"
+    share = f"{b.seconds:.1f} s of each {round_s:.1f} s round"
+    if b.what == "overhead":
+        return (f"the averaging protocol's own overhead ({b.seconds:.1f} s per round, fitted on one-zone runs) "
+                f"outweighs moving the data; no link is the limit")
+    a, c = (result.groups[i].offer for i in b.groups)
+    if b.what == "site uplink":
+        return f"the uplink of on-prem site {a.location.region} ({a.uplink_gbps:g} Gbit/s): {share}"
+    link = b.link
+    how = "measured" if link.measured else ("RTT measured, bandwidth modelled" if link.rtt_measured else "estimated")
+    if b.what == "node egress":
+        return (f"each {_where(a)} node's own egress ({link.bandwidth_gbps:.2f} Gbit/s single stream, {how}): {share}")
+    return (f"the link {_where(a)} <-> {_where(c)} ({link.link_class.value.replace('_', ' ')}, "
+            f"{link.bandwidth_gbps * 1000:.0f} Mbit/s single stream, {link.rtt_ms:.1f} ms RTT, {how}): {share}")

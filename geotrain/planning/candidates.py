@@ -1,0 +1,141 @@
+"""Offers → the solver's candidates: filters, compute rates, goodput, data locality, dominance.
+
+Goodput: a spot node loses, per hour, its expected interruptions × the recovery time (the work since
+the last checkpoint plus the restart), so it trains ``1 − λ·t_rec`` of the time. Offers whose
+interruption rate is unknown get a default (by default the median of the snapshot's known spot
+rates; the plan says so).
+
+Dominance (exact): inside one region and market (one zone, when a per-zone limit is set), an offer that is no more expensive, no slower, no
+less reliable, no worse per step, uses no more quota, and can supply every node the plan could need,
+makes the other one useless; the dominated offer is dropped before the MIP is built.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from geotrain.domain import CLOUD_ONPREM, JobSpec, Market, Offer, SyncStrategyName
+from geotrain.errors import NotFoundError
+from geotrain.perf.model import DataSource, PerfModel, bundled_fit
+from geotrain.perf.workloads import Workload
+from geotrain.solver.problem import Candidate
+
+MIN_GOODPUT = 0.05
+
+
+@dataclass(frozen=True, slots=True)
+class CandidateSet:
+    candidates: tuple[Candidate, ...]
+    offers: dict[str, Offer]  # candidate key -> offer
+    considered: int  # offers that passed the filters
+    skipped: dict[str, int] = field(default_factory=dict)  # reason -> count
+    dominated: int = 0
+    default_interruptions_per_hour: float = 0.0
+
+
+def passes_filters(offer: Offer, job: JobSpec, blocked: frozenset[str]) -> bool:
+    c = job.constraints
+    loc = offer.location
+    if c.clouds is not None and loc.cloud not in c.clouds and loc.cloud != CLOUD_ONPREM:
+        return False
+    if c.regions is not None and loc.cloud != CLOUD_ONPREM and not (
+            loc.region in c.regions or loc.region_scope in c.regions):
+        return False
+    if c.continents is not None and loc.continent not in c.continents:
+        return False
+    if c.spot_only and offer.market == Market.ON_DEMAND:
+        return False
+    if blocked and ({loc.zone_scope, loc.region_scope, offer.offer_id} & blocked):
+        return False
+    return True
+
+
+def default_interruption_rate(offers: Iterable[Offer]) -> float:
+    known = [o.interruption.interruptions_per_hour for o in offers
+             if o.market == Market.SPOT and o.interruption.interruptions_per_hour is not None]
+    return statistics.median(known) if known else 0.0
+
+
+def build_candidates(offers: Sequence[Offer], *, job: JobSpec, workload: Workload, perf: PerfModel,
+                     node_cap: int, recovery_h: float, data: DataSource | None = None,
+                     keep: Mapping[str, int] | None = None, blocked: frozenset[str] = frozenset(),
+                     default_rate: float | None = None) -> CandidateSet:
+    keep = dict(keep or {})
+    default = default_interruption_rate(offers) if default_rate is None else default_rate
+    # a node trains e·rate inside Hivemind: that is what it reads from the data
+    efficiency = bundled_fit().efficiency_of(workload.name) if job.strategy is SyncStrategyName.HIVEMIND else 1.0
+    cands, by_key = [], {}
+    skipped: dict[str, int] = defaultdict(int)
+    considered = 0
+    for offer in offers:
+        if not passes_filters(offer, job, blocked) and offer.offer_id not in keep:
+            continue
+        considered += 1
+        shape = offer.shape
+        try:
+            rate = perf.rates.node_rate(workload, shape.accelerator, shape.accelerator_count)
+        except NotFoundError:
+            skipped[f"no compute rate for {workload.name} on {shape.accelerator or 'CPU'}"] += 1
+            continue
+        samples_per_s = perf.data_capped_rate(rate.samples_per_s, offer.location, data)
+        if offer.market == Market.SPOT:
+            lam = offer.interruption.interruptions_per_hour
+            lam = default if lam is None else lam
+        else:
+            lam = 0.0
+        goodput = max(MIN_GOODPUT, 1.0 - lam * recovery_h)
+        capacity = node_cap if offer.capacity_hint is None else min(offer.capacity_hint, node_cap)
+        minimum = keep.get(offer.offer_id, 0)
+        if job.constraints.onprem_required and offer.market == Market.OWNED:
+            minimum = max(minimum, capacity)
+        capacity = max(capacity, minimum)
+        if capacity == 0:
+            skipped["capacity 0"] += 1
+            continue
+        data_usd = 3600 * samples_per_s * efficiency * perf.data_usd_per_sample(offer.location, data)
+        loc = offer.location
+        cand = Candidate(
+            key=offer.offer_id, region=loc.region_scope, zone=loc.zone_scope, cloud=loc.cloud,
+            market=offer.market.value, price_usd_per_hour=offer.price_usd_per_hour, rate=samples_per_s,
+            goodput=goodput, samples_per_step=workload.samples_per_step * max(1, shape.accelerator_count),
+            accelerators=max(1, shape.accelerator_count), capacity=capacity, minimum=minimum,
+            data_usd_per_hour=data_usd,
+        )
+        cands.append(cand)
+        by_key[cand.key] = offer
+    c = job.constraints
+    zones_matter = c.max_nodes_per_zone is not None or c.max_zone_share is not None
+    kept, dominated = prune_dominated(cands, node_cap, zones_matter=zones_matter)
+    return CandidateSet(tuple(kept), {c.key: by_key[c.key] for c in kept}, considered, dict(skipped),
+                        dominated, default)
+
+
+def _dominates(a: Candidate, b: Candidate, node_cap: int) -> bool:
+    return (
+        a.capacity >= node_cap and b.minimum == 0
+        and a.price_usd_per_hour <= b.price_usd_per_hour and a.data_usd_per_hour <= b.data_usd_per_hour
+        and a.rate * a.goodput >= b.rate * b.goodput and a.goodput >= b.goodput
+        and a.samples_per_step / a.rate <= b.samples_per_step / b.rate
+        and a.samples_per_step * a.goodput >= b.samples_per_step * b.goodput
+        and a.accelerators <= b.accelerators
+    )
+
+
+def prune_dominated(cands: Sequence[Candidate], node_cap: int, *, zones_matter: bool = True) -> tuple[list[Candidate], int]:
+    """Drop dominated candidates. Zones only separate candidates when a per-zone limit is set."""
+    groups: dict[tuple, list[Candidate]] = defaultdict(list)
+    for c in cands:
+        groups[(c.region, c.zone if zones_matter else "", c.market, c.cloud)].append(c)
+    kept = []
+    for members in groups.values():
+        members.sort(key=lambda c: (c.price_usd_per_hour / (c.rate * c.goodput), c.key))
+        survivors: list[Candidate] = []
+        for c in members:
+            if not any(_dominates(s, c, node_cap) for s in survivors):
+                survivors.append(c)
+        kept.extend(survivors)
+    kept.sort(key=lambda c: c.key)
+    return kept, len(cands) - len(kept)

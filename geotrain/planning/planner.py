@@ -1,0 +1,245 @@
+"""``make_plan``: job spec + price snapshot (+ on-prem inventory) → the best mix, as a :class:`Plan`.
+
+The planner turns offers into solver candidates (``planning.candidates``), the perf model into the
+solver's communication oracle (``planning.oracle``), runs the objective (``solver.search``), and
+evaluates the chosen mix — and the best single-region homogeneous choice for comparison — with the
+perf model, whose figures are what the plan reports.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
+
+from geotrain.domain import (
+    Baseline, JobSpec, Location, NodeGroup, Objective, Offer, Plan, PlanItem, PlanTotals, SolverReport,
+)
+from geotrain.errors import InfeasibleError, InputError
+from geotrain.perf.describe import bottleneck_words
+from geotrain.perf.model import DataSource, Estimate, PerfModel, bundled_fit, make_strategy
+from geotrain.perf.network import NetworkModel
+from geotrain.perf.workloads import Workload, WorkloadRegistry
+from geotrain.planning.candidates import CandidateSet, build_candidates
+from geotrain.planning.oracle import PerfOracle
+from geotrain.pricing.geography import continent_of
+from geotrain.pricing.inventory import Inventory, inventory_table
+from geotrain.pricing.snapshot import PriceSnapshot, offers_from_table
+from geotrain.solver import semantics
+from geotrain.solver.problem import Limits, Problem
+from geotrain.solver.result import SearchResult
+from geotrain.solver.search import Searcher
+
+DEFAULT_MAX_NODES = 64
+
+
+@dataclass(frozen=True, slots=True)
+class PlanOptions:
+    backend: str = "CBC"
+    recovery_h: float = 0.25  # work lost per interruption (since the last checkpoint) + restart
+    target_batch_size: int = 32768
+    local_steps: int = 32
+    accumulation_steps: int = 16
+    precision: str = "fp16"
+    tolerance: float = 1e-3
+    frontier_points: int = 6
+    time_limit_s: float = 30.0
+    blocked: frozenset[str] = frozenset()  # zone/region scopes or offer ids not to use
+    keep: dict[str, int] = field(default_factory=dict)  # offer id -> nodes that must stay (re-planning)
+    unknown_interruptions_per_hour: float | None = None  # default: median of the snapshot's known spot rates
+
+
+@dataclass
+class PlanningContext:
+    """Everything one planning run builds once and reuses (objective, frontier, baseline, explanations)."""
+
+    job: JobSpec
+    workload: Workload
+    perf: PerfModel
+    candidates: CandidateSet
+    problem: Problem
+    strategy: object
+    data: DataSource | None
+    options: PlanOptions
+
+    def searcher(self, limits: Limits | None = None) -> Searcher:
+        problem = self.problem if limits is None else replace(self.problem, limits=limits)
+        return Searcher(problem, self.options.backend, self.options.tolerance, self.options.time_limit_s)
+
+
+def make_plan(job: JobSpec, snapshot: PriceSnapshot, *, inventory: Inventory | None = None,
+              perf: PerfModel | None = None, registry: WorkloadRegistry | None = None,
+              options: PlanOptions = PlanOptions()) -> Plan:
+    ctx = build_context(job, snapshot, inventory=inventory, perf=perf, registry=registry, options=options)
+    searcher = ctx.searcher()
+    result = run_objective(ctx, searcher)
+    if result.solution is None:
+        from geotrain.planning.explain import explain_infeasible
+
+        raise InfeasibleError(explain_infeasible(ctx, result))
+    groups = groups_of(ctx, result.solution.counts)
+    estimate = ctx.perf.predict(ctx.workload, groups, ctx.strategy, options.precision, ctx.data)
+    frontier = searcher.frontier(options.frontier_points) if options.frontier_points else ()
+    from geotrain.planning.baseline import best_homogeneous
+
+    baseline = best_homogeneous(ctx)
+    return assemble(ctx, snapshot, result, groups, estimate, frontier, baseline)
+
+
+def build_context(job: JobSpec, snapshot: PriceSnapshot, *, inventory: Inventory | None = None,
+                  perf: PerfModel | None = None, registry: WorkloadRegistry | None = None,
+                  options: PlanOptions = PlanOptions()) -> PlanningContext:
+    registry = registry or WorkloadRegistry.bundled()
+    workload = registry.get(job.workload)
+    offers: list[Offer] = list(snapshot.offers())
+    sites = {}
+    if inventory is not None:
+        offers += offers_from_table(inventory_table(inventory))
+        from geotrain.perf.service import site_placements
+
+        sites = site_placements(inventory)
+    perf = perf or PerfModel()
+    if sites:
+        perf = perf.with_sites(sites)
+    data = data_source(job)
+    node_cap = job.constraints.max_nodes or DEFAULT_MAX_NODES
+    cands = build_candidates(
+        offers, job=job, workload=workload, perf=perf, node_cap=node_cap, recovery_h=options.recovery_h,
+        data=data, keep=options.keep, blocked=options.blocked,
+        default_rate=options.unknown_interruptions_per_hour,
+    )
+    places = {}
+    for offer in cands.offers.values():
+        loc = offer.location
+        places.setdefault(loc.region_scope, Location(loc.cloud, loc.region, "", loc.continent))
+    oracle = PerfOracle(
+        strategy=job.strategy.value, places=places, network=perf.network, egress=perf.egress,
+        payload_bytes=workload.wire_bytes(options.precision), parameters=workload.parameters,
+        fit=bundled_fit(), workload=workload.name, samples_per_round=options.target_batch_size,
+        local_steps=options.local_steps, accumulation_steps=options.accumulation_steps,
+        uplinks={s.site: s.uplink_gbps for s in inventory.sites} if inventory else None,
+    )
+    limits = limits_of(job, node_cap)
+    problem = Problem(cands.candidates, oracle, limits)
+    strategy = make_strategy(job.strategy, target_batch_size=options.target_batch_size,
+                             local_steps=options.local_steps, accumulation_steps=options.accumulation_steps)
+    return PlanningContext(job, workload, perf, cands, problem, strategy, data, options)
+
+
+def data_source(job: JobSpec) -> DataSource | None:
+    if job.dataset is None:
+        return None
+    d = job.dataset
+    continent = continent_of(d.cloud, d.region)
+    if continent is None:
+        raise InputError(f"dataset.region: {d.cloud}/{d.region} is not a region geotrain knows")
+    return DataSource(Location(d.cloud, d.region, "", continent), d.bytes_per_sample)
+
+
+def limits_of(job: JobSpec, node_cap: int) -> Limits:
+    c = job.constraints
+    floor = None
+    if job.total_samples is not None and job.deadline_h is not None:
+        floor = job.total_samples / (3600 * job.deadline_h)
+    return Limits(
+        max_nodes=node_cap, max_regions=c.max_regions, max_nodes_per_zone=c.max_nodes_per_zone,
+        max_zone_share=c.max_zone_share, max_spot_share=c.max_spot_share,
+        budget_usd_per_hour=job.budget_usd_per_hour, min_samples_per_s=floor,
+    )
+
+
+def run_objective(ctx: PlanningContext, searcher: Searcher) -> SearchResult:
+    job = ctx.job
+    if not ctx.problem.candidates:
+        return SearchResult(job.objective.value, None, None, None, _infeasible(), 0.0, 0.0, 0)
+    if job.objective is Objective.MIN_COST:
+        if job.target_samples_per_s is None:
+            raise InputError("objective min_cost needs a target throughput (--target-sps)")
+        return searcher.min_cost(job.target_samples_per_s)
+    if job.objective is Objective.MAX_THROUGHPUT:
+        if job.budget_usd_per_hour is None:
+            raise InputError("objective max_throughput needs a budget (--budget)")
+        return searcher.max_throughput()
+    if job.objective is Objective.MIN_COST_BY_DEADLINE and (job.total_samples is None or job.deadline_h is None):
+        raise InputError("objective min_cost_by_deadline needs --samples and --deadline")
+    return searcher.min_cost_per_sample()
+
+
+def _infeasible():  # noqa: ANN202
+    from geotrain.solver.result import SolveStatus
+
+    return SolveStatus.INFEASIBLE
+
+
+def groups_of(ctx: PlanningContext, counts: tuple[int, ...]) -> list[NodeGroup]:
+    return [NodeGroup(ctx.candidates.offers[c.key], n) for c, n in zip(ctx.problem.candidates, counts, strict=True) if n]
+
+
+def goodput_share(ctx: PlanningContext, groups: list[NodeGroup]) -> float:
+    """The share of the throughput left after expected interruptions (rate-weighted goodput)."""
+    by_key = {c.key: c for c in ctx.problem.candidates}
+    weights = [(by_key[g.offer.offer_id].rate * g.count, by_key[g.offer.offer_id].goodput) for g in groups]
+    total = sum(w for w, _ in weights)
+    return sum(w * good for w, good in weights) / total if total else 1.0
+
+
+def totals_of(ctx: PlanningContext, groups: list[NodeGroup], estimate: Estimate) -> PlanTotals:
+    default = ctx.candidates.default_interruptions_per_hour
+    interruptions = sum(g.count * (g.offer.interruption.interruptions_per_hour
+                                   if g.offer.interruption.interruptions_per_hour is not None
+                                   else (default if g.offer.market.value == "spot" else 0.0)) for g in groups)
+    granularity = estimate.granularity if estimate.granularity != float("inf") else None
+    return PlanTotals(
+        samples_per_s=estimate.samples_per_s,
+        goodput_samples_per_s=estimate.samples_per_s * goodput_share(ctx, groups),
+        time_per_round_s=estimate.time_per_round_s, granularity=granularity,
+        compute_usd_per_hour=estimate.compute_usd_per_hour, egress_usd_per_hour=estimate.egress_usd_per_hour,
+        data_egress_usd_per_hour=estimate.data_egress_usd_per_hour,
+        usd_per_million_samples=estimate.usd_per_million_samples, interruptions_per_hour=interruptions,
+        bottleneck=bottleneck_words(estimate),
+    )
+
+
+def assemble(ctx: PlanningContext, snapshot: PriceSnapshot, result: SearchResult, groups: list[NodeGroup],
+             estimate: Estimate, frontier, baseline: Baseline | None) -> Plan:  # noqa: ANN001
+    raw = [r.samples_per_s * g.count for g, r in zip(estimate.groups, estimate.rates, strict=True)]
+    total = sum(raw)
+    items = tuple(PlanItem(g.offer, g.count, estimate.samples_per_s * part / total)
+                  for g, part in zip(estimate.groups, raw, strict=True))
+    solver = SolverReport(
+        objective=ctx.job.objective, status=result.status.value, gap=result.gap, wall_s=result.wall_s,
+        solves=result.solves, backend=ctx.options.backend, candidates=len(ctx.problem.candidates),
+        dominated=ctx.candidates.dominated,
+    )
+    created = datetime.now(timezone.utc).replace(microsecond=0)
+    assumptions = assumptions_of(ctx, estimate)
+    digest = hashlib.sha256(json.dumps([snapshot.snapshot_id, ctx.job.name, [(i.offer.offer_id, i.count) for i in items],
+                                        created.isoformat()]).encode()).hexdigest()[:12]
+    return Plan(
+        plan_id=f"plan-{digest}", created_at=created, snapshot_id=snapshot.snapshot_id, job=ctx.job, items=items,
+        totals=totals_of(ctx, groups, estimate), solver=solver,
+        target_batch_size=ctx.options.target_batch_size, local_steps=ctx.options.local_steps,
+        accumulation_steps=ctx.options.accumulation_steps, precision=ctx.options.precision,
+        recovery_h=ctx.options.recovery_h, frontier=tuple(frontier), baseline=baseline, assumptions=assumptions,
+    )
+
+
+def assumptions_of(ctx: PlanningContext, estimate: Estimate) -> tuple[str, ...]:
+    out = [f"an interruption costs {ctx.options.recovery_h * 60:.0f} min of a node's work (checkpoint + restart)"]
+    unknown = [g for g in estimate.groups if g.offer.market.value == "spot"
+               and g.offer.interruption.interruptions_per_hour is None]
+    if unknown:
+        out.append(f"{sum(g.count for g in unknown)} spot nodes have no interruption figure; "
+                   f"{ctx.candidates.default_interruptions_per_hour:.2g}/h assumed (median of known spot rates)")
+    estimated = [r for r in estimate.rates if r.estimated]
+    if estimated:
+        out.append("compute rates estimated for " + ", ".join(sorted({f"{r.accelerator}x{r.accelerator_count}"
+                                                                     for r in estimated})))
+    for reason, count in sorted(ctx.candidates.skipped.items()):
+        out.append(f"{count} offers left out: {reason}")
+    return tuple(out)
+
+
+def plan_throughput(ctx: PlanningContext, counts: tuple[int, ...]) -> float:
+    return semantics.throughput(ctx.problem, counts)
