@@ -5,6 +5,7 @@ A job spec says what to train, what to optimise and within which limits::
     name: convnext-spot                  # required
     workload: convnext-large             # required
     objective: min_cost                  # min_cost | max_throughput | min_cost_per_sample | min_cost_by_deadline
+                                         #   (default: from what is given, see infer_objective)
     strategy: hivemind                   # hivemind | allreduce | local-sgd | asgd-ga   (default hivemind)
     target_samples_per_s: 500            # required by min_cost
     budget_usd_per_hour: 20              # required by max_throughput
@@ -20,6 +21,8 @@ A job spec says what to train, what to optimise and within which limits::
       max_zone_share: 0.5
       max_spot_share: 1.0
       spot_only: false
+      accelerators: [T4, A10G]           # only these models (A100 also matches A100-80GB)
+      quotas: {aws: 16, gcp/us-central1: 8}   # accelerators at most, per cloud or region
     onprem:
       inventory: sites.yaml              # relative to this file
       required: false                    # true: use every on-prem machine
@@ -61,7 +64,7 @@ def load_job_spec(path: str | Path) -> JobSpec:
 def parse_job_spec(fields: Fields, *, base_dir: Path) -> JobSpec:
     name = fields.text("name")
     workload = fields.text("workload")
-    objective = Objective(fields.choice("objective", [o.value for o in Objective]))
+    objective_text = fields.choice("objective", [o.value for o in Objective], None)
     strategy = SyncStrategyName(
         fields.choice("strategy", [s.value for s in SyncStrategyName], SyncStrategyName.HIVEMIND.value)
     )
@@ -71,6 +74,7 @@ def parse_job_spec(fields: Fields, *, base_dir: Path) -> JobSpec:
     deadline = fields.number("deadline_h", None, above=0)
     given = {"target_samples_per_s": target, "budget_usd_per_hour": budget,
              "total_samples": total, "deadline_h": deadline}
+    objective = Objective(objective_text) if objective_text else infer_objective(target, budget, total, deadline)
     for needed in _NEEDS[objective]:
         if given[needed] is None:
             raise fields.fail(needed, f"required when objective is {objective.value}")
@@ -88,6 +92,20 @@ def parse_job_spec(fields: Fields, *, base_dir: Path) -> JobSpec:
         deadline_h=deadline, constraints=constraints, onprem_inventory=inventory,
         dataset=dataset, checkpoint_url=checkpoint_url,
     )
+
+
+def infer_objective(target: float | None, budget: float | None, total: int | None,
+                    deadline: float | None) -> Objective:
+    """Without an explicit objective: a target asks for the cheapest way to reach it; samples and a
+    deadline for the cheapest way to finish in time; a budget alone for the most throughput in it;
+    nothing for the lowest cost per sample."""
+    if target is not None:
+        return Objective.MIN_COST
+    if total is not None and deadline is not None:
+        return Objective.MIN_COST_BY_DEADLINE
+    if budget is not None:
+        return Objective.MAX_THROUGHPUT
+    return Objective.MIN_COST_PER_SAMPLE
 
 
 def _constraints(fields: Fields | None) -> Constraints:
@@ -111,9 +129,29 @@ def _constraints(fields: Fields | None) -> Constraints:
         max_zone_share=fields.number("max_zone_share", None, above=0, maximum=1),
         max_spot_share=fields.number("max_spot_share", None, minimum=0, maximum=1),
         spot_only=fields.flag("spot_only", False),
+        accelerators=_accelerators(fields),
+        quotas=_quotas(fields),
     )
     fields.finish()
     return out
+
+
+def _accelerators(fields: Fields) -> frozenset[str] | None:
+    names = fields.text_list("accelerators", None)
+    return frozenset(names) if names else None
+
+
+def _quotas(fields: Fields) -> tuple[tuple[str, int], ...]:
+    section = fields.section("quotas")
+    if section is None:
+        return ()
+    out = []
+    for scope in section.keys():  # every key is a scope
+        if not isinstance(scope, str) or scope.count("/") > 1:
+            raise fields.fail("quotas", f"{scope!r} is not a cloud or cloud/region")
+        out.append((scope.lower() if "/" not in scope else scope, section.whole(scope, minimum=0)))
+    section.finish()
+    return tuple(sorted(out))
 
 
 def _onprem(fields: Fields | None, base_dir: Path) -> tuple[str | None, bool]:
@@ -140,3 +178,31 @@ def _dataset(fields: Fields | None) -> DatasetSpec | None:
     fields.finish()
     return out
 
+
+
+def job_to_mapping(job: JobSpec) -> dict:
+    """The job spec in the file's own form (``parse_job_spec`` reads it back)."""
+    c = job.constraints
+    constraints = {
+        "clouds": sorted(c.clouds) if c.clouds else None,
+        "regions": sorted(c.regions) if c.regions else None,
+        "continents": sorted(x.value for x in c.continents) if c.continents else None,
+        "max_regions": c.max_regions, "max_nodes": c.max_nodes, "max_nodes_per_zone": c.max_nodes_per_zone,
+        "max_zone_share": c.max_zone_share, "max_spot_share": c.max_spot_share, "spot_only": c.spot_only,
+        "accelerators": sorted(c.accelerators) if c.accelerators else None,
+        "quotas": dict(c.quotas) or None,
+    }
+    out = {
+        "name": job.name, "workload": job.workload, "objective": job.objective.value,
+        "strategy": job.strategy.value, "target_samples_per_s": job.target_samples_per_s,
+        "budget_usd_per_hour": job.budget_usd_per_hour, "total_samples": job.total_samples,
+        "deadline_h": job.deadline_h,
+        "constraints": {k: v for k, v in constraints.items() if v is not None} or None,
+        "onprem": {"inventory": job.onprem_inventory, "required": c.onprem_required} if job.onprem_inventory else None,
+        "dataset": None if job.dataset is None else {
+            "cloud": job.dataset.cloud, "region": job.dataset.region, "size_gib": job.dataset.size_gib,
+            "samples": job.dataset.samples,
+        },
+        "checkpoint_url": job.checkpoint_url,
+    }
+    return {k: v for k, v in out.items() if v is not None}

@@ -205,6 +205,8 @@ class Constraints:
     max_spot_share: float | None = None
     spot_only: bool = False
     onprem_required: bool = False  # must use every on-prem machine in the inventory
+    accelerators: frozenset[str] | None = None  # only these models (a name also matches its variants)
+    quotas: tuple[tuple[str, int], ...] = ()  # (cloud or "cloud/region", accelerators at most)
 
 
 @dataclass(frozen=True, slots=True)

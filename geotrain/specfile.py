@@ -68,6 +68,17 @@ class Fields:
         self._path = path
         self._read: set[str] = set()
 
+    def mapping(self, key: str) -> Mapping[str, Any]:
+        """A required sub-mapping as it is (for records another parser validates)."""
+        value = self._get(key, _MISSING)
+        if not isinstance(value, Mapping):
+            raise self.fail(key, f"must be a mapping of field: value, got {type(value).__name__}")
+        return value
+
+    def keys(self) -> list:
+        """The keys present in this mapping (for sections whose keys are data, such as quotas)."""
+        return list(self._data)
+
     def fail(self, key: str, problem: str) -> InputError:
         return self._error(f"{self._origin}: {self._name(key)}: {problem}")
 

@@ -37,11 +37,11 @@ def best_homogeneous(ctx: PlanningContext) -> Baseline | None:
             if job.objective is Objective.MIN_COST:
                 if rate < job.target_samples_per_s:
                     continue
-                score = cost
+                score = (cost, 0.0)
             elif job.objective is Objective.MAX_THROUGHPUT:
-                score = -rate
+                score = (-rate, cost)
             else:
-                score = cost / rate
+                score = (cost / rate, 0.0)
             if best is None or score < best[0]:
                 best = (score, index, n)
             if job.objective is Objective.MIN_COST:

@@ -48,9 +48,19 @@ def passes_filters(offer: Offer, job: JobSpec, blocked: frozenset[str]) -> bool:
         return False
     if c.spot_only and offer.market == Market.ON_DEMAND:
         return False
+    if c.accelerators is not None and not _accelerator_matches(offer.shape.accelerator, c.accelerators):
+        return False
     if blocked and ({loc.zone_scope, loc.region_scope, offer.offer_id} & blocked):
         return False
     return True
+
+
+def _accelerator_matches(name: str | None, wanted: frozenset[str]) -> bool:
+    """``A100`` matches ``A100`` and ``A100-80GB`` (as the catalog filter does); case-insensitive."""
+    if name is None:
+        return "CPU" in {w.upper() for w in wanted}
+    lower = name.lower()
+    return any(lower == w.lower() or lower.startswith(w.lower() + "-") for w in wanted)
 
 
 def default_interruption_rate(offers: Iterable[Offer]) -> float:

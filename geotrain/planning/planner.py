@@ -44,7 +44,7 @@ class PlanOptions:
     precision: str = "fp16"
     tolerance: float = 1e-3
     frontier_points: int = 6
-    time_limit_s: float = 30.0
+    time_limit_s: float = 60.0  # for one objective's search
     blocked: frozenset[str] = frozenset()  # zone/region scopes or offer ids not to use
     keep: dict[str, int] = field(default_factory=dict)  # offer id -> nodes that must stay (re-planning)
     unknown_interruptions_per_hour: float | None = None  # default: median of the snapshot's known spot rates
@@ -145,7 +145,7 @@ def limits_of(job: JobSpec, node_cap: int) -> Limits:
     return Limits(
         max_nodes=node_cap, max_regions=c.max_regions, max_nodes_per_zone=c.max_nodes_per_zone,
         max_zone_share=c.max_zone_share, max_spot_share=c.max_spot_share,
-        budget_usd_per_hour=job.budget_usd_per_hour, min_samples_per_s=floor,
+        budget_usd_per_hour=job.budget_usd_per_hour, min_samples_per_s=floor, quotas=c.quotas,
     )
 
 

@@ -98,7 +98,7 @@ def parse_offers(
     """Validate a frame of raw strings and return the typed, canonical price table.
 
     ``raw`` holds strings (empty string = missing) and is indexed by the file line each row came
-    from. ``continent_of(cloud, region)`` fills an empty continent. ``defaults`` gives values for
+    from (a file line number, or a label such as "offer 3" for records). ``continent_of(cloud, region)`` fills an empty continent. ``defaults`` gives values for
     absent optional columns (e.g. ``observed_at`` = import time) on top of the schema's own.
     """
     if raw.empty:
@@ -176,7 +176,8 @@ def _format_time(value: pd.Timestamp) -> str:
 
 
 def _where(origin: str, line: object, column: str) -> str:
-    return f"{origin}: line {line}, column {column}"
+    where = line if isinstance(line, str) else f"line {line}"
+    return f"{origin}: {where}, column {column}"
 
 
 def _first_bad(mask: pd.Series) -> tuple[object, int, int]:
@@ -280,7 +281,7 @@ def _check_unique(table: pd.DataFrame, origin: str) -> None:
         same = rows[(rows[key] == first[key]).all(axis=1)].index.tolist()
         value = "/".join("-" if pd.isna(first[k]) else str(first[k]) for k in key)
         raise CatalogError(
-            f"{origin}: lines {', '.join(map(str, same))} have the same key "
+            f"{origin}: {'lines ' if not isinstance(same[0], str) else ''}{', '.join(map(str, same))} have the same key "
             f"({', '.join(key)}) = {value}; keep one row per offer"
         )
 

@@ -70,8 +70,10 @@ Objective
 ---------
 ``min Σ_i (p_i + d_i)·x_i + Σ_q E_q``  ($/h at the target rate).
 
-Pair constraints are added lazily: the model starts without them, and after each solve the pairs
-among the regions the solution uses are added until none is missing. Constraints of pairs that a
+Pair constraints are added lazily: the model starts without them (a per-region lower bound, the
+nearest other region's term, stands in once two regions are used), and after each solve the pairs
+between the regions the solution uses and every other region are added, until no pair among the
+regions in use is missing. Constraints of pairs that a
 solution does not use are inactive by construction, so the final solution is optimal for the full
 model. ``geotrain.solver.semantics`` evaluates the same model for one count vector.
 """
@@ -125,7 +127,27 @@ class Tables:
 
     @functools.lru_cache(maxsize=None)  # noqa: B019 - one Tables per problem
     def pair(self, a: str, b: str) -> dict[int, float]:
-        return {k: self.o.pair_s(a, b, k) for k in self.ks}
+        table = getattr(self.o, "pair_table", None)
+        values = table(a, b, self.ks) if table else [self.o.pair_s(a, b, k) for k in self.ks]
+        return dict(zip(self.ks, values, strict=True))
+
+    @functools.cached_property
+    def nearest(self) -> dict[str, dict[int, float]]:
+        """Per region: the smallest pair term to any other region, for each k (a valid lower bound on
+        the pair terms of any mix that uses the region and another one)."""
+        out = {}
+        for q in self.regions:
+            best = [float("inf")] * len(self.ks)
+            for other in self.regions:
+                if other != q:
+                    best = [min(a, b) for a, b in zip(best, self.pair(*sorted((q, other))).values(), strict=True)]
+            out[q] = dict(zip(self.ks, best, strict=True))
+        return out
+
+    @functools.cached_property
+    def cheapest(self) -> dict[str, float]:
+        """Per region: the lowest price per byte to any other region."""
+        return {q: min(self.o.usd_per_byte(q, other) for other in self.regions if other != q) for q in self.regions}
 
     @functools.lru_cache(maxsize=None)  # noqa: B019
     def site(self, q: str, m: int) -> dict[int, float]:
@@ -148,9 +170,10 @@ class TargetModel:
         """Optimal mix for target ``target`` samples/s (lazily adding pair constraints)."""
         start = time.perf_counter()
         iterations = 0
+        deadline = start + self.time_limit_s
         while True:
             iterations += 1
-            status, counts, bound = self._solve_once(target)
+            status, counts, bound = self._solve_once(target, max(1.0, deadline - time.perf_counter()))
             if status not in (SolveStatus.OPTIMAL, SolveStatus.FEASIBLE):
                 return Solution(status, None, None, bound, time.perf_counter() - start, iterations, target)
             used = sorted({c.region for c, n in zip(self.problem.candidates, counts, strict=True) if n})
@@ -158,15 +181,18 @@ class TargetModel:
             if not missing:
                 cost = semantics.hourly_cost(self.problem, counts, target)
                 return Solution(status, counts, cost, bound, time.perf_counter() - start, iterations, target)
-            self.pairs |= missing
+            # a star around every region in use: later solutions that keep one of them and move the
+            # others find their exact pair terms already in the model
+            self.pairs |= missing | {tuple(sorted((q, other))) for q in used for other in self.tables.regions
+                                     if other != q}
 
-    def _solve_once(self, target: float) -> tuple[SolveStatus, tuple[int, ...] | None, float | None]:
+    def _solve_once(self, target: float, time_limit_s: float) -> tuple[SolveStatus, tuple[int, ...] | None, float | None]:
         from ortools.linear_solver import pywraplp
 
         solver = pywraplp.Solver.CreateSolver(self.backend)
         if solver is None:
             raise RuntimeError(f"OR-Tools has no {self.backend} back end here")
-        solver.SetTimeLimit(int(self.time_limit_s * 1000))
+        solver.SetTimeLimit(int(time_limit_s * 1000))
         b = _Builder(self.tables, solver, target, self.pairs)
         b.build()
         result = solver.Solve()
@@ -222,6 +248,13 @@ class _Builder:
             members = [(self.x[i], 1.0) for i in idx]
             self.row(members + [(self.y[q], -tb.region_cap[q])], ub=0)
             self.row(members + [(self.y[q], -1.0)], lb=0)
+        # multi = 1 when two or more regions are used: it switches on the per-region lower bounds on
+        # pair terms (``Tables.nearest``) so that the model prices multi-region mixes before their
+        # exact pair constraints have been added
+        self.multi = None
+        if len(tb.regions) > 1:
+            self.multi = s.BoolVar("multi")
+            self.row([(y, 1.0) for y in self.y.values()] + [(self.multi, -len(tb.regions))], ub=1)
         limits = self.p.limits
         if limits.max_regions is not None:
             self.row([(y, 1.0) for y in self.y.values()], ub=limits.max_regions)
@@ -300,6 +333,10 @@ class _Builder:
         for a, b in sorted(self.pairs):
             table = tb.pair(a, b)
             self.require(rate, need(lambda k, table=table: table[k]), [self.y[a], self.y[b]], 2)
+        if self.multi is not None:
+            for q in tb.regions:
+                table = tb.nearest[q]
+                self.require(rate, need(lambda k, table=table: table[k]), [self.y[q], self.multi], 2)
         for q in tb.sites:
             cap = tb.region_cap[q]
             u = {m: s.BoolVar(f"u[{q},{m}]") for m in range(1, cap + 1)}
@@ -327,7 +364,22 @@ class _Builder:
         o = self.o
         volumes = {}
         if per_round is not None:
-            volumes = {q: per_round(q) for q in sorted({q for pair in self.pairs for q in pair})}
+            regions = self.tb.regions if self.multi is not None else sorted({q for pair in self.pairs for q in pair})
+            volumes = {q: per_round(q) for q in regions}
+        if self.multi is not None:  # the cheapest price to any other region, once two regions are used
+            for q in self.tb.regions:
+                price = units.to_model_usd(coefficient * self.tb.cheapest[q])
+                if price <= 0:
+                    continue
+                if per_round is not None:
+                    big = price * self.N
+                    self.row([(self.E[q], 1.0), (volumes[q], -price), (self.y[q], -big), (self.multi, -big)],
+                             lb=-2 * big)
+                else:
+                    table = {k: per_sample(k) for k in self.tb.ks}
+                    big = price * max(table.values())
+                    self.row([(self.E[q], 1.0)] + [(self.w[k], -price * v) for k, v in table.items()]
+                             + [(self.y[q], -big), (self.multi, -big)], lb=-2 * big)
         for a, b in sorted(self.pairs):
             for src, dst in ((a, b), (b, a)):
                 price = units.to_model_usd(coefficient * o.usd_per_byte(src, dst))
@@ -371,6 +423,9 @@ class _Builder:
                   for n, (members, table) in enumerate(tb.region_groups)]
         between = [({k: v if k > 1 else 0.0 for k, v in tb.pair(a, b).items()}, [self.y[a], self.y[b]], 2)
                    for a, b in sorted(self.pairs)]
+        if self.multi is not None:
+            between += [({k: v if k > 1 else 0.0 for k, v in tb.nearest[q].items()}, [self.y[q], self.multi], 2)
+                        for q in tb.regions]
         return inside, between
 
     def _allreduce(self) -> None:

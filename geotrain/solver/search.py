@@ -42,10 +42,11 @@ class Searcher:
     problem: Problem
     backend: str = "CBC"
     tolerance: float = DEFAULT_TOLERANCE
-    time_limit_s: float = 30.0
+    time_limit_s: float = 60.0  # for the whole search; each MIP gets what is left
 
     def __post_init__(self) -> None:
         self.model = TargetModel(self.problem, self.backend, self.time_limit_s)
+        self.started = time.perf_counter()
         self.solves = 0
         self.statuses: set[SolveStatus] = set()
         self._cache: dict[float, Solution] = {}
@@ -56,6 +57,8 @@ class Searcher:
         floor = self.problem.limits.min_samples_per_s or 0.0
         target = max(target, floor)
         if target not in self._cache:
+            left = self.time_limit_s - (time.perf_counter() - self.started)
+            self.model.time_limit_s = max(1.0, left)
             solution = self.model.solve(target)
             self.solves += solution.iterations
             self.statuses.add(solution.status)
@@ -99,6 +102,9 @@ class Searcher:
         return max(self.problem.limits.min_samples_per_s or 0.0,
                    min(c.rate * c.goodput for c in self.problem.candidates) * 0.5)
 
+    def out_of_time(self) -> bool:
+        return time.perf_counter() - self.started > self.time_limit_s
+
     def _status(self, gap: float) -> SolveStatus:
         if SolveStatus.ERROR in self.statuses:
             return SolveStatus.ERROR
@@ -134,7 +140,7 @@ class Searcher:
             return self._result("max_throughput", None, 0.0, start)
         reach = lambda sol, t: max(t, semantics.rate_within_budget(self.problem, sol.counts))  # noqa: E731
         best, low = first, reach(first, first.target_samples_per_s)
-        while high - low > self.tolerance * low:
+        while high - low > self.tolerance * low and not self.out_of_time():
             t = math.sqrt(low * high)
             solution = self.solve_at(t)
             if solution.found:
@@ -167,7 +173,7 @@ class Searcher:
         floor = self.ratio_floor
         heap = [(max(floor(low), first.usd_per_hour / (3600 * high)), low, high, first.usd_per_hour)]
         settled = math.inf  # lower bound of intervals too narrow to split
-        while heap and heap[0][0] < best_ratio * (1 - self.tolerance):
+        while heap and heap[0][0] < best_ratio * (1 - self.tolerance) and not self.out_of_time():
             bound, a, b, f_a = heapq.heappop(heap)
             if b <= a * (1 + self.tolerance):
                 settled = min(settled, bound)

@@ -88,3 +88,14 @@ def test_unreadable_specs(tmp_path, text, expected):
 def test_missing_file(tmp_path):
     with pytest.raises(JobSpecError, match="no such file"):
         load_job_spec(tmp_path / "nope.yaml")
+
+
+def test_job_spec_round_trips_through_its_mapping(tmp_path):
+    from geotrain.config import job_to_mapping, parse_job_spec
+    from geotrain.specfile import Fields
+
+    spec = load_job_spec(write(tmp_path, SPEC.replace("  max_nodes_per_zone: 4\n",
+                                                      "  max_nodes_per_zone: 4\n  accelerators: [T4]\n  quotas: {aws: 8, gcp/us-central1: 4}\n")))
+    again = parse_job_spec(Fields(job_to_mapping(spec), origin="x", error=JobSpecError), base_dir=tmp_path)
+    assert again == spec
+    assert spec.constraints.quotas == (("aws", 8), ("gcp/us-central1", 4))

@@ -1,0 +1,142 @@
+"""``geotrain plan``: the cost/throughput-optimal mix for a job, from a spec file and/or flags."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from geotrain.cli.render import console, percent, print_json, split_values, usd
+from geotrain.domain import Objective, SyncStrategyName
+
+_OBJECTIVES = tuple(o.value for o in Objective)
+_STRATEGIES = tuple(s.value for s in SyncStrategyName)
+
+
+def plan(
+    spec: Path = typer.Argument(None, help="Job spec file (YAML); flags override its fields."),
+    name: str = typer.Option(None, "--name", help="Job name (default: the spec's, else 'job')."),
+    workload: str = typer.Option(None, "--workload", help="Workload, e.g. convnext-large, roberta-xlm."),
+    objective: str = typer.Option(None, "--objective", help=f"One of {', '.join(_OBJECTIVES)} (default: from what is given)."),
+    target_sps: float = typer.Option(None, "--target-sps", help="Target samples/s (objective min_cost)."),
+    budget: float = typer.Option(None, "--budget", help="Budget in $/h (objective max_throughput, or a limit)."),
+    samples: int = typer.Option(None, "--samples", help="Samples to train (objective min_cost_by_deadline)."),
+    deadline: float = typer.Option(None, "--deadline", help="Hours to train them in."),
+    strategy: str = typer.Option(None, "--strategy", help=f"One of {', '.join(_STRATEGIES)} (default hivemind)."),
+    clouds: list[str] = typer.Option(None, "--clouds", help="Allowed clouds (comma-separated or repeated)."),
+    regions: list[str] = typer.Option(None, "--regions", help="Allowed regions (region or cloud/region)."),
+    continents: list[str] = typer.Option(None, "--continents", help="Allowed continents."),
+    accelerators: list[str] = typer.Option(None, "--accelerators", help="Allowed accelerator models, e.g. T4,A10G."),
+    max_regions: int = typer.Option(None, "--max-regions", min=1, help="At most this many regions."),
+    max_nodes: int = typer.Option(None, "--max-nodes", min=1, help="At most this many nodes (default 64)."),
+    max_per_zone: int = typer.Option(None, "--max-per-zone", min=1, help="At most this many nodes in one zone."),
+    zone_share: float = typer.Option(None, "--zone-share", min=0, max=1, help="At most this share of nodes in one zone."),
+    spot_share: float = typer.Option(None, "--spot-share", min=0, max=1, help="At most this share of spot nodes."),
+    spot_only: bool = typer.Option(None, "--spot-only", help="No on-demand nodes (owned on-prem ones still count)."),
+    quota: list[str] = typer.Option(None, "--quota", help="SCOPE=N accelerators at most, e.g. aws=16, gcp/us-central1=8."),
+    onprem: Path = typer.Option(None, "--onprem", help="On-prem inventory (YAML): your machines join the mix."),
+    onprem_required: bool = typer.Option(None, "--onprem-required", help="Use every on-prem machine."),
+    tbs: int = typer.Option(32768, "--tbs", min=1, help="hivemind: samples per averaging round."),
+    local_steps: int = typer.Option(32, "--local-steps", min=1, help="local-sgd: steps between averaging."),
+    accumulation_steps: int = typer.Option(16, "--accumulation-steps", min=1, help="asgd-ga: steps per push."),
+    precision: str = typer.Option("fp16", "--precision", help="Bytes per parameter on the wire: fp32, fp16, bf16, int8."),
+    recovery_min: float = typer.Option(15.0, "--recovery-min", min=0, help="Minutes of work an interruption costs."),
+    backend: str = typer.Option("CBC", "--backend", help="MIP back end: CBC or SCIP."),
+    snapshot_id: str = typer.Option(None, "--snapshot", help="Price snapshot id (default: the current one)."),
+    output: Path = typer.Option(None, "-o", "--output", help="Write the plan as JSON (for launch and cost-report)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the plan as JSON."),
+    plot: Path = typer.Option(None, "--plot", help="Draw the cost/throughput frontier to this PNG file."),
+) -> None:
+    """Choose the cost/throughput-optimal mix of spot, on-demand and on-prem nodes for a job."""
+    from geotrain.cli.render import checked
+    from geotrain.planning.service import PlanRequest, run_plan
+
+    if objective:
+        checked((objective,), _OBJECTIVES, "--objective")
+    if strategy:
+        checked((strategy,), _STRATEGIES, "--strategy")
+    flags: dict[str, Any] = {
+        "name": name, "workload": workload, "objective": objective, "strategy": strategy,
+        "target_samples_per_s": target_sps, "budget_usd_per_hour": budget, "total_samples": samples,
+        "deadline_h": deadline,
+    }
+    constraints: dict[str, Any] = {
+        "clouds": list(split_values(clouds)) or None, "regions": list(split_values(regions)) or None,
+        "continents": list(split_values(continents)) or None,
+        "accelerators": list(split_values(accelerators)) or None,
+        "max_regions": max_regions, "max_nodes": max_nodes, "max_nodes_per_zone": max_per_zone,
+        "max_zone_share": zone_share, "max_spot_share": spot_share, "spot_only": spot_only,
+        "quotas": _quotas(quota),
+    }
+    request = PlanRequest(
+        spec=spec, flags=flags, constraint_flags=constraints, onprem=onprem, onprem_required=onprem_required,
+        snapshot_id=snapshot_id, backend=backend.upper(), target_batch_size=tbs, local_steps=local_steps,
+        accumulation_steps=accumulation_steps, precision=precision, recovery_h=recovery_min / 60,
+    )
+    outcome = run_plan(request, output=output, plot=plot)
+    if as_json:
+        from geotrain.planning.planfile import plan_to_dict
+
+        print_json(plan_to_dict(outcome))
+        return
+    render(outcome, output=output, plot=plot)
+
+
+def _quotas(items: list[str] | None) -> dict[str, int] | None:
+    from geotrain.errors import InputError
+
+    out = {}
+    for item in split_values(items):
+        scope, _, value = item.partition("=")
+        try:
+            out[scope.strip()] = int(value)
+        except ValueError:
+            raise InputError(f"--quota: {item!r} is not SCOPE=N (e.g. aws=16 or gcp/us-central1=8)") from None
+    return out or None
+
+
+def render(plan, *, output: Path | None, plot: Path | None) -> None:  # noqa: ANN001
+    from rich.table import Table
+
+    from geotrain.planning.planfile import savings
+
+    out = console()
+    job = plan.job
+    title = f"{plan.plan_id}: {job.workload} with {job.strategy.value}, objective {plan.solver.objective.value}"
+    table = Table(title=title, title_justify="left")
+    for col in ("cloud/region/zone", "instance", "accel", "market", "nodes", "$/h each", "samples/s"):
+        table.add_column(col, justify="right" if col in ("nodes", "$/h each", "samples/s") else "left")
+    for item in plan.items:
+        o = item.offer
+        accel = "-" if not o.shape.accelerator_count else f"{o.shape.accelerator_count}x{o.shape.accelerator}"
+        table.add_row(f"{o.location.cloud}/{o.location.region}/{o.location.zone or '*'}", o.shape.instance_type, accel,
+                      o.market.value, str(item.count), usd(o.price_usd_per_hour), f"{item.samples_per_s:,.1f}")
+    out.print(table)
+    t = plan.totals
+    gran = "-" if t.granularity is None else f"{t.granularity:.2f}"
+    out.print(f"throughput     {t.samples_per_s:,.1f} samples/s ({t.goodput_samples_per_s:,.1f} after expected "
+              f"interruptions); round {t.time_per_round_s:,.1f} s, granularity {gran}")
+    out.print(f"cost           {usd(t.usd_per_hour, 3)}/h = compute {usd(t.compute_usd_per_hour, 3)}/h + egress "
+              f"{usd(t.egress_usd_per_hour, 3)}/h + data {usd(t.data_egress_usd_per_hour, 3)}/h; "
+              f"{usd(t.usd_per_million_samples, 3)} per 1M samples")
+    out.print(f"interruptions  {t.interruptions_per_hour:.4f} expected per hour")
+    out.print(f"bottleneck     {t.bottleneck}")
+    if plan.baseline is not None:
+        b = plan.baseline
+        saved = savings(plan)
+        out.print(f"baseline       best single-region homogeneous: {b.count} x {b.offer.offer_id}: "
+                  f"{b.samples_per_s:,.1f} samples/s, {usd(b.usd_per_hour, 3)}/h, "
+                  f"{usd(b.usd_per_million_samples, 3)} per 1M samples; the mix saves {percent(saved)}")
+    if plan.frontier:
+        points = ", ".join(f"{sps:,.0f}/s for {usd(cost, 2)}/h" for sps, cost in plan.frontier)
+        out.print(f"frontier       {points}")
+    s = plan.solver
+    out.print(f"solver         {s.status} (gap {s.gap:.2%}), {s.solves} MIP solves in {s.wall_s:.2f} s, "
+              f"{s.candidates} candidates ({s.dominated} dominated offers dropped), {s.backend}")
+    for line in plan.assumptions:
+        out.print(f"assumption     {line}")
+    if output:
+        out.print(f"wrote {output} (snapshot {plan.snapshot_id})")
+    if plot:
+        out.print(f"wrote {plot}")

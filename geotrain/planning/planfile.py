@@ -1,0 +1,157 @@
+"""A plan as JSON (``plan.json``): everything launch and cost-report need, self-contained.
+
+The file holds the job spec (in the job spec file's own form, re-validated on load), each item's
+offer as a record of the offer schema (re-validated on load), the snapshot id the prices came from,
+the perf model's predicted totals, the solver's report, the frontier and the baseline. Writes are
+atomic; a damaged or foreign file is refused with the field that is wrong.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from geotrain.config import job_to_mapping, parse_job_spec
+from geotrain.domain import Baseline, Objective, Plan, PlanItem, PlanTotals, SolverReport
+from geotrain.errors import InputError
+from geotrain.files import atomic_write_text
+from geotrain.pricing.records import offer_record, offers_from_records
+from geotrain.specfile import Fields, read_text
+
+FORMAT = "geotrain-plan/1"
+
+
+def plan_to_dict(plan: Plan) -> dict[str, Any]:
+    t = plan.totals
+    base = plan.baseline
+    return {
+        "format": FORMAT,
+        "plan_id": plan.plan_id,
+        "created_at": plan.created_at.isoformat(),
+        "snapshot_id": plan.snapshot_id,
+        "job": job_to_mapping(plan.job),
+        "strategy_options": {
+            "target_batch_size": plan.target_batch_size, "local_steps": plan.local_steps,
+            "accumulation_steps": plan.accumulation_steps, "precision": plan.precision,
+            "recovery_h": plan.recovery_h,
+        },
+        "items": [{"offer": offer_record(i.offer), "count": i.count, "samples_per_s": i.samples_per_s}
+                  for i in plan.items],
+        "totals": {
+            "nodes": plan.nodes, "samples_per_s": t.samples_per_s, "goodput_samples_per_s": t.goodput_samples_per_s,
+            "time_per_round_s": t.time_per_round_s, "granularity": t.granularity,
+            "compute_usd_per_hour": t.compute_usd_per_hour, "egress_usd_per_hour": t.egress_usd_per_hour,
+            "data_egress_usd_per_hour": t.data_egress_usd_per_hour, "usd_per_hour": t.usd_per_hour,
+            "usd_per_million_samples": t.usd_per_million_samples,
+            "interruptions_per_hour": t.interruptions_per_hour, "bottleneck": t.bottleneck,
+        },
+        "solver": {
+            "objective": plan.solver.objective.value, "status": plan.solver.status, "gap": plan.solver.gap,
+            "wall_s": plan.solver.wall_s, "solves": plan.solver.solves, "backend": plan.solver.backend,
+            "candidates": plan.solver.candidates, "dominated": plan.solver.dominated,
+        },
+        "frontier": [list(point) for point in plan.frontier],
+        "baseline": None if base is None else {
+            "offer": offer_record(base.offer), "count": base.count, "samples_per_s": base.samples_per_s,
+            "usd_per_hour": base.usd_per_hour, "usd_per_million_samples": base.usd_per_million_samples,
+        },
+        "savings_vs_baseline": savings(plan),
+        "assumptions": list(plan.assumptions),
+    }
+
+
+def savings(plan: Plan) -> float | None:
+    """Share of the baseline's $/1M samples the plan saves (negative: it costs more)."""
+    if plan.baseline is None or not plan.baseline.usd_per_million_samples:
+        return None
+    return 1 - plan.totals.usd_per_million_samples / plan.baseline.usd_per_million_samples
+
+
+def save_plan(plan: Plan, path: str | Path) -> None:
+    atomic_write_text(Path(path), json.dumps(plan_to_dict(plan), indent=2) + "\n")
+
+
+def load_plan(path: str | Path) -> Plan:
+    path = Path(path)
+    text = read_text(path, InputError)
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{path}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from exc
+    if not isinstance(data, Mapping):
+        raise InputError(f"{path}: not a geotrain plan (the top level is not an object)")
+    return plan_from_dict(data, str(path))
+
+
+def plan_from_dict(data: Mapping[str, Any], origin: str) -> Plan:
+    if data.get("format") != FORMAT:
+        raise InputError(f"{origin}: format {data.get('format')!r} is not {FORMAT!r}; is this a plan from `geotrain plan -o`?")
+    top = Fields(data, origin=origin, error=InputError)
+    job_fields = top.section("job", required=True)
+    job = parse_job_spec(job_fields, base_dir=Path(origin).parent)
+    options = top.section("strategy_options", required=True)
+    item_fields = top.sections("items")
+    offers = offers_from_records([f.mapping("offer") for f in item_fields], f"{origin}: items")
+    items = [PlanItem(offer, f.whole("count", minimum=1), f.number("samples_per_s", minimum=0))
+             for f, offer in zip(item_fields, offers, strict=True)]
+    totals = top.section("totals", required=True)
+    solver = top.section("solver", required=True)
+    baseline = _baseline(top.section("baseline"), origin)
+    plan = Plan(
+        plan_id=top.text("plan_id"), created_at=_time(top, "created_at"), snapshot_id=top.text("snapshot_id"),
+        job=job, items=tuple(items),
+        totals=PlanTotals(
+            samples_per_s=totals.number("samples_per_s", minimum=0),
+            goodput_samples_per_s=totals.number("goodput_samples_per_s", minimum=0),
+            time_per_round_s=totals.number("time_per_round_s", minimum=0),
+            granularity=totals.number("granularity", None, minimum=0),
+            compute_usd_per_hour=totals.number("compute_usd_per_hour", minimum=0),
+            egress_usd_per_hour=totals.number("egress_usd_per_hour", minimum=0),
+            data_egress_usd_per_hour=totals.number("data_egress_usd_per_hour", 0.0, minimum=0),
+            usd_per_million_samples=totals.number("usd_per_million_samples", minimum=0),
+            interruptions_per_hour=totals.number("interruptions_per_hour", 0.0, minimum=0),
+            bottleneck=totals.text("bottleneck", ""),
+        ),
+        solver=SolverReport(
+            objective=Objective(solver.choice("objective", [o.value for o in Objective])),
+            status=solver.text("status"), gap=solver.number("gap", 0.0, minimum=0),
+            wall_s=solver.number("wall_s", 0.0, minimum=0), solves=solver.whole("solves", 0, minimum=0),
+            backend=solver.text("backend", "CBC"), candidates=solver.whole("candidates", 0, minimum=0),
+            dominated=solver.whole("dominated", 0, minimum=0),
+        ),
+        target_batch_size=options.whole("target_batch_size", 32768, minimum=1),
+        local_steps=options.whole("local_steps", 32, minimum=1),
+        accumulation_steps=options.whole("accumulation_steps", 16, minimum=1),
+        precision=options.choice("precision", ["fp32", "fp16", "bf16", "int8"], "fp16"),
+        recovery_h=options.number("recovery_h", 0.25, minimum=0),
+        frontier=_frontier(data.get("frontier") or [], origin),
+        baseline=baseline,
+        assumptions=tuple(str(a) for a in data.get("assumptions") or []),
+    )
+    return plan
+
+
+def _time(fields: Fields, key: str) -> datetime:
+    text = fields.text(key)
+    try:
+        return datetime.fromisoformat(text)
+    except ValueError:
+        raise fields.fail(key, f"{text!r} is not an ISO 8601 date-time") from None
+
+
+def _frontier(points: Any, origin: str) -> tuple[tuple[float, float], ...]:
+    try:
+        return tuple((float(a), float(b)) for a, b in points)
+    except (TypeError, ValueError):
+        raise InputError(f"{origin}: frontier: must be a list of [samples_per_s, usd_per_hour] pairs") from None
+
+
+def _baseline(fields: Fields | None, origin: str) -> Baseline | None:
+    if fields is None:
+        return None
+    offer = offers_from_records([fields.mapping("offer")], f"{origin}: baseline")[0]
+    return Baseline(offer, fields.whole("count", minimum=1), fields.number("samples_per_s", minimum=0),
+                    fields.number("usd_per_hour", minimum=0), fields.number("usd_per_million_samples", minimum=0))
