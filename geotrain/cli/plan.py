@@ -43,6 +43,7 @@ def plan(
     precision: str = typer.Option("fp16", "--precision", help="Bytes per parameter on the wire: fp32, fp16, bf16, int8."),
     recovery_min: float = typer.Option(15.0, "--recovery-min", min=0, help="Minutes of work an interruption costs."),
     backend: str = typer.Option("CBC", "--backend", help="MIP back end: CBC or SCIP."),
+    time_limit: float = typer.Option(60.0, "--time-limit", min=1, help="Seconds the search may take (then: best found, with its gap)."),
     snapshot_id: str = typer.Option(None, "--snapshot", help="Price snapshot id (default: the current one)."),
     output: Path = typer.Option(None, "-o", "--output", help="Write the plan as JSON (for launch and cost-report)."),
     as_json: bool = typer.Option(False, "--json", help="Print the plan as JSON."),
@@ -51,7 +52,9 @@ def plan(
     """Choose the cost/throughput-optimal mix of spot, on-demand and on-prem nodes for a job."""
     from geotrain.cli.render import checked
     from geotrain.planning.service import PlanRequest, run_plan
+    from geotrain.solver.model import BACKENDS
 
+    checked((backend.upper(),), BACKENDS, "--backend")
     if objective:
         checked((objective,), _OBJECTIVES, "--objective")
     if strategy:
@@ -73,6 +76,7 @@ def plan(
         spec=spec, flags=flags, constraint_flags=constraints, onprem=onprem, onprem_required=onprem_required,
         snapshot_id=snapshot_id, backend=backend.upper(), target_batch_size=tbs, local_steps=local_steps,
         accumulation_steps=accumulation_steps, precision=precision, recovery_h=recovery_min / 60,
+        time_limit_s=time_limit,
     )
     outcome = run_plan(request, output=output, plot=plot)
     if as_json:

@@ -8,6 +8,9 @@ from geotrain.domain import Objective
 from geotrain.planning.planner import PlanningContext
 from geotrain.solver.result import SearchResult
 
+REACH_TIME_S = 10.0  # for "at most X samples/s": a bound found in this time
+CHECK_TIME_S = 5.0  # per relaxation tried
+
 _RELAXATIONS = (
     ("budget_usd_per_hour", None, "raise --budget"),
     ("max_regions", None, "raise --max-regions"),
@@ -25,9 +28,12 @@ def explain_infeasible(ctx: PlanningContext, result: SearchResult) -> str:
                 + (f" ({skipped})" if skipped else "")
                 + "; widen --clouds/--regions/--continents, drop --spot-only, or add rates with --rates")
     limits = ctx.problem.limits
-    reach = ctx.searcher(replace(limits, budget_usd_per_hour=limits.budget_usd_per_hour,
-                                 min_samples_per_s=None)).max_throughput()
+    reach_search = ctx.searcher(replace(limits, min_samples_per_s=None))
+    reach_search.tolerance, reach_search.time_limit_s = 0.01, REACH_TIME_S
+    reach = reach_search.max_throughput()
     best = reach.samples_per_s or 0.0
+    ceiling = best / (1 - reach.gap) if reach.gap < 1 else float("inf")
+    reach_text = f"{best:,.0f}" if reach.gap <= 0.01 else f"{best:,.0f} to {ceiling:,.0f} (search cut short)"
     where = _describe(limits, ctx.problem.node_cap)
     want = _wanted(ctx)
     helps = []
@@ -35,18 +41,24 @@ def explain_infeasible(ctx: PlanningContext, result: SearchResult) -> str:
         for name, value, advice in _RELAXATIONS:
             if getattr(limits, name) is None:
                 continue
-            relaxed = replace(limits, **{name: value})
-            if ctx.searcher(relaxed).min_cost(want).solution is not None:
+            if _feasible(ctx, replace(limits, **{name: value}), want):
                 helps.append(advice)
         bigger = replace(limits, max_nodes=ctx.problem.node_cap * 4)
-        if not helps and _more_nodes_possible(ctx) and ctx.searcher(bigger).min_cost(want).solution is not None:
+        if not helps and _more_nodes_possible(ctx) and _feasible(ctx, bigger, want):
             helps.append("raise --max-nodes")
     advice = " or ".join(helps) if helps else "widen the offer filters or lower the target"
     if want is None:
         return f"no mix meets the constraints ({where}); {advice}"
     what = ("deadline needs" if job.objective is Objective.MIN_COST_BY_DEADLINE
             and job.target_samples_per_s is None else "target")
-    return (f"{what} {want:,.0f} samples/s is out of reach: at most {best:,.0f} with {where}; {advice}")
+    return f"{what} {want:,.0f} samples/s is out of reach: at most {reach_text} with {where}; {advice}"
+
+
+def _feasible(ctx: PlanningContext, limits, target: float) -> bool:  # noqa: ANN001
+    """Whether the target is reachable under ``limits`` (False also when it cannot tell in time)."""
+    searcher = ctx.searcher(limits)
+    searcher.time_limit_s = CHECK_TIME_S
+    return searcher.min_cost(target).solution is not None
 
 
 def _wanted(ctx: PlanningContext) -> float | None:

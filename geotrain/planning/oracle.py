@@ -71,6 +71,10 @@ class PerfOracle:
             return ring_pair_s(w, 2, link)  # the leaders' ring, taken as two regions
         return asgd_push_s(w, link)
 
+    def pair_table(self, a: str, b: str, ks: range) -> list[float]:
+        """``pair_s`` for every k at once (the solver asks for whole tables)."""
+        return [self.pair_s(a, b, k) for k in ks]
+
     def site_s(self, site: str, inside: int, k: int) -> float | None:
         if self.strategy != SyncStrategyName.HIVEMIND or not self.uplinks or site not in self.uplinks:
             return None

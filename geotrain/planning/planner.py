@@ -45,6 +45,7 @@ class PlanOptions:
     tolerance: float = 1e-3
     frontier_points: int = 6
     time_limit_s: float = 60.0  # for one objective's search
+    frontier_time_limit_s: float = 15.0
     blocked: frozenset[str] = frozenset()  # zone/region scopes or offer ids not to use
     keep: dict[str, int] = field(default_factory=dict)  # offer id -> nodes that must stay (re-planning)
     unknown_interruptions_per_hour: float | None = None  # default: median of the snapshot's known spot rates
@@ -80,7 +81,10 @@ def make_plan(job: JobSpec, snapshot: PriceSnapshot, *, inventory: Inventory | N
         raise InfeasibleError(explain_infeasible(ctx, result))
     groups = groups_of(ctx, result.solution.counts)
     estimate = ctx.perf.predict(ctx.workload, groups, ctx.strategy, options.precision, ctx.data)
-    frontier = searcher.frontier(options.frontier_points) if options.frontier_points else ()
+    frontier = ()
+    if options.frontier_points:
+        searcher.restart_clock(options.frontier_time_limit_s)
+        frontier = searcher.frontier(options.frontier_points)
     from geotrain.planning.baseline import best_homogeneous
 
     baseline = best_homogeneous(ctx)
@@ -236,8 +240,14 @@ def assumptions_of(ctx: PlanningContext, estimate: Estimate) -> tuple[str, ...]:
     if estimated:
         out.append("compute rates estimated for " + ", ".join(sorted({f"{r.accelerator}x{r.accelerator_count}"
                                                                      for r in estimated})))
+    no_rate = {reason.rsplit(" on ", 1)[1]: n for reason, n in ctx.candidates.skipped.items()
+               if reason.startswith("no compute rate")}
+    if no_rate:
+        out.append(f"{sum(no_rate.values())} offers left out: no compute rate for {ctx.workload.name} on "
+                   f"{', '.join(sorted(no_rate))} (add one with --rates)")
     for reason, count in sorted(ctx.candidates.skipped.items()):
-        out.append(f"{count} offers left out: {reason}")
+        if not reason.startswith("no compute rate"):
+            out.append(f"{count} offers left out: {reason}")
     return tuple(out)
 
 

@@ -30,6 +30,7 @@ class PlanRequest:
     accumulation_steps: int = 16
     precision: str = "fp16"
     recovery_h: float = 0.25
+    time_limit_s: float = 60.0
 
 
 def job_mapping(request: PlanRequest) -> tuple[dict[str, Any], str, Path]:
@@ -66,6 +67,7 @@ def run_plan(request: PlanRequest, *, output: Path | None = None, plot: Path | N
     options = PlanOptions(
         backend=request.backend, recovery_h=request.recovery_h, target_batch_size=request.target_batch_size,
         local_steps=request.local_steps, accumulation_steps=request.accumulation_steps, precision=request.precision,
+        time_limit_s=request.time_limit_s,
     )
     plan = make_plan(job, snapshot, inventory=inventory, options=options)
     if output is not None:

@@ -74,6 +74,9 @@ class Searcher:
         rates = sorted((c.rate * c.goodput for c in self.problem.candidates for _ in range(min(c.capacity, cap))),
                        reverse=True)
         bound = sum(rates[:cap])
+        if self.problem.oracle.strategy == "hivemind" and rates:
+            # two or more nodes keep only e of their rate; one node alone keeps all of it
+            bound = max(rates[0], self.problem.oracle.efficiency * bound)
         budget = self.problem.limits.budget_usd_per_hour
         if budget is not None:
             free = sum(c.rate * c.goodput * min(c.capacity, cap) for c in self.problem.candidates
@@ -102,6 +105,11 @@ class Searcher:
         return max(self.problem.limits.min_samples_per_s or 0.0,
                    min(c.rate * c.goodput for c in self.problem.candidates) * 0.5)
 
+    def restart_clock(self, time_limit_s: float) -> None:
+        """A fresh time budget for the next search on the same model (its cache and pairs stay)."""
+        self.started = time.perf_counter()
+        self.time_limit_s = time_limit_s
+
     def out_of_time(self) -> bool:
         return time.perf_counter() - self.started > self.time_limit_s
 
@@ -126,6 +134,8 @@ class Searcher:
 
     def min_cost(self, target: float) -> SearchResult:
         start = time.perf_counter()
+        if target > self.upper_rate() * (1 + 1e-9):  # out of reach whatever the mix: no MIP needed
+            return self._result("min_cost", None, 0.0, start)
         solution = self.solve_at(target)
         gap = 0.0
         if solution.found and solution.bound_usd_per_hour is not None and solution.usd_per_hour:
