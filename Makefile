@@ -17,6 +17,8 @@ demo: $(VENV)/.demo-installed
 	$(BIN)/geotrain catalog list --continent europe --accelerator A100 --limit 8
 	$(BIN)/geotrain estimate --workload convnext-large \
 	    --nodes gcp/us-central1-a/n1-standard-8+T4=4,aws/us-west-2/g4dn.2xlarge=4,gcp/europe-west3/n1-standard-8+T4=2
+	@mkdir -p .demo
+	$(BIN)/geotrain plan examples/job.yaml -o .demo/plan.json --plot .demo/frontier.png
 
 test: $(VENV)/.test-installed
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
@@ -24,6 +26,7 @@ test: $(VENV)/.test-installed
 bench: $(VENV)/.test-installed
 	$(BIN)/python bench/startup.py
 	$(BIN)/python bench/perf_model.py
+	$(BIN)/python bench/plan.py
 
 # Rebuild the bundled data from ../shared/data (see the PROVENANCE.md files) and refit the model.
 data: $(VENV)/.demo-installed
@@ -44,4 +47,4 @@ $(VENV)/.test-installed: pyproject.toml | $(BIN)/python
 	@touch $@ $(VENV)/.demo-installed
 
 clean:
-	rm -rf $(VENV) build dist *.egg-info .pytest_cache .hypothesis
+	rm -rf $(VENV) build dist *.egg-info .pytest_cache .hypothesis .demo

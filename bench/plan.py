@@ -1,7 +1,7 @@
 """Planner: wall time per objective on the full bundled catalog, and geotrain vs the best single region.
 
 Part 1 — every objective on the full bundled catalog (all clouds and regions) plus an inventory of
-three on-prem sites (bench/fixtures/three_sites.yaml): wall time of the objective's search, the
+three on-prem sites (examples/sites.yaml): wall time of the objective's search, the
 solver status and gap, MIP solves (target: proven optimal in ≤ 2 s on 2 cores).
 
 Part 2 — scenarios (ConvNextLarge and RoBERTa-XLM at several targets and budgets, hivemind): the
@@ -24,7 +24,7 @@ from geotrain.pricing.inventory import load_inventory
 from geotrain.pricing.snapshot import bundled_snapshot
 
 HERE = Path(__file__).resolve().parent
-SITES = HERE / "fixtures" / "three_sites.yaml"
+SITES = HERE.parent / "examples" / "sites.yaml"
 
 
 def part1(backend: str) -> None:

@@ -19,7 +19,7 @@ from geotrain.planning.planner import PlanOptions, make_plan
 from geotrain.pricing.inventory import load_inventory
 from geotrain.pricing.snapshot import bundled_snapshot
 
-SITES = Path(__file__).resolve().parents[2] / "bench" / "fixtures" / "three_sites.yaml"
+SITES = Path(__file__).resolve().parents[2] / "examples" / "sites.yaml"
 FAST = PlanOptions(frontier_points=0, time_limit_s=60)
 runner = CliRunner()
 
