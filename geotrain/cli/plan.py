@@ -44,6 +44,7 @@ def plan(
     recovery_min: float = typer.Option(15.0, "--recovery-min", min=0, help="Minutes of work an interruption costs."),
     backend: str = typer.Option("CBC", "--backend", help="MIP back end: CBC or SCIP."),
     time_limit: float = typer.Option(60.0, "--time-limit", min=1, help="Seconds the search may take (then: best found, with its gap)."),
+    nodes: str = typer.Option(None, "--nodes", help="Skip the solver: plan exactly this mix (syntax of `geotrain estimate --nodes`)."),
     snapshot_id: str = typer.Option(None, "--snapshot", help="Price snapshot id (default: the current one)."),
     output: Path = typer.Option(None, "-o", "--output", help="Write the plan as JSON (for launch and cost-report)."),
     as_json: bool = typer.Option(False, "--json", help="Print the plan as JSON."),
@@ -76,7 +77,7 @@ def plan(
         spec=spec, flags=flags, constraint_flags=constraints, onprem=onprem, onprem_required=onprem_required,
         snapshot_id=snapshot_id, backend=backend.upper(), target_batch_size=tbs, local_steps=local_steps,
         accumulation_steps=accumulation_steps, precision=precision, recovery_h=recovery_min / 60,
-        time_limit_s=time_limit,
+        time_limit_s=time_limit, nodes=nodes,
     )
     outcome = run_plan(request, output=output, plot=plot)
     if as_json:

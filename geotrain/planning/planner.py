@@ -91,6 +91,27 @@ def make_plan(job: JobSpec, snapshot: PriceSnapshot, *, inventory: Inventory | N
     return assemble(ctx, snapshot, result, groups, estimate, frontier, baseline)
 
 
+def plan_for_nodes(job: JobSpec, snapshot: PriceSnapshot, nodes: str, *, inventory: Inventory | None = None,
+                   options: PlanOptions = PlanOptions()) -> Plan:
+    """A plan of a mix the user chose (node syntax of ``geotrain.pricing.nodespec``), evaluated like a
+    solved one, so that it can be launched and compared: no solver runs."""
+    from geotrain.pricing.nodespec import parse_nodes, resolve_nodes
+    from geotrain.solver.result import SearchResult, SolveStatus
+
+    ctx = build_context(job, snapshot, inventory=inventory, options=options)
+    requests = parse_nodes(nodes)
+    offers = list(snapshot.offers())
+    if inventory is not None:
+        offers += offers_from_table(inventory_table(inventory))
+    groups = resolve_nodes(requests, offers)
+    estimate = ctx.perf.predict(ctx.workload, groups, ctx.strategy, options.precision, ctx.data)
+    given = SearchResult("given", None, estimate.samples_per_s, estimate.usd_per_hour, SolveStatus.OPTIMAL, 0.0, 0.0, 0)
+    from geotrain.planning.baseline import best_homogeneous
+
+    plan = assemble(ctx, snapshot, given, groups, estimate, (), best_homogeneous(ctx) if ctx.problem.candidates else None)
+    return replace(plan, solver=replace(plan.solver, status="given", candidates=0, dominated=0))
+
+
 def build_context(job: JobSpec, snapshot: PriceSnapshot, *, inventory: Inventory | None = None,
                   perf: PerfModel | None = None, registry: WorkloadRegistry | None = None,
                   options: PlanOptions = PlanOptions()) -> PlanningContext:
@@ -181,11 +202,15 @@ def groups_of(ctx: PlanningContext, counts: tuple[int, ...]) -> list[NodeGroup]:
 
 
 def goodput_share(ctx: PlanningContext, groups: list[NodeGroup]) -> float:
-    """The share of the throughput left after expected interruptions (rate-weighted goodput)."""
-    by_key = {c.key: c for c in ctx.problem.candidates}
-    weights = [(by_key[g.offer.offer_id].rate * g.count, by_key[g.offer.offer_id].goodput) for g in groups]
-    total = sum(w for w, _ in weights)
-    return sum(w * good for w, good in weights) / total if total else 1.0
+    """The share of the throughput left after expected interruptions (node-weighted goodput)."""
+    default = ctx.candidates.default_interruptions_per_hour
+    total = good = 0.0
+    for g in groups:
+        lam = g.offer.interruption.interruptions_per_hour
+        lam = (default if g.offer.market.value == "spot" else 0.0) if lam is None else lam
+        total += g.count
+        good += g.count * max(0.05, 1 - lam * ctx.options.recovery_h)
+    return good / total if total else 1.0
 
 
 def totals_of(ctx: PlanningContext, groups: list[NodeGroup], estimate: Estimate) -> PlanTotals:

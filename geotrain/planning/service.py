@@ -10,7 +10,7 @@ from geotrain.config import parse_job_spec
 from geotrain.domain import Plan
 from geotrain.errors import JobSpecError
 from geotrain.planning.planfile import save_plan
-from geotrain.planning.planner import PlanOptions, make_plan
+from geotrain.planning.planner import PlanOptions, make_plan, plan_for_nodes
 from geotrain.pricing.inventory import load_inventory
 from geotrain.pricing.snapshot import SnapshotStore
 from geotrain.specfile import Fields, load_yaml_mapping
@@ -31,6 +31,7 @@ class PlanRequest:
     precision: str = "fp16"
     recovery_h: float = 0.25
     time_limit_s: float = 60.0
+    nodes: str | None = None  # a mix chosen by hand: evaluate it instead of solving
 
 
 def job_mapping(request: PlanRequest) -> tuple[dict[str, Any], str, Path]:
@@ -69,7 +70,10 @@ def run_plan(request: PlanRequest, *, output: Path | None = None, plot: Path | N
         local_steps=request.local_steps, accumulation_steps=request.accumulation_steps, precision=request.precision,
         time_limit_s=request.time_limit_s,
     )
-    plan = make_plan(job, snapshot, inventory=inventory, options=options)
+    if request.nodes:
+        plan = plan_for_nodes(job, snapshot, request.nodes, inventory=inventory, options=options)
+    else:
+        plan = make_plan(job, snapshot, inventory=inventory, options=options)
     if output is not None:
         save_plan(plan, output)
     if plot is not None:

@@ -1,0 +1,131 @@
+"""``geotrain launch``, ``geotrain status``, ``geotrain stop``."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import typer
+
+from geotrain.cli.render import console, print_json, usd
+
+
+def launch(
+    ctx: typer.Context,
+    plan_path: Path = typer.Argument(None, help="Plan file from `geotrain plan -o` (not with --resume)."),
+    provider: str = typer.Option("local", "--provider", help="Where nodes come from (local: processes here)."),
+    workload: str = typer.Option("tiny-cnn", "--workload", help="Built-in workload to train: tiny-cnn or tiny-lm."),
+    steps: int = typer.Option(200, "--steps", min=1, help="Train this many steps (global batches)."),
+    checkpoint_url: str = typer.Option(None, "--checkpoint-url", help="Where checkpoints go (any fsspec URL)."),
+    checkpoint_every: int = typer.Option(20, "--checkpoint-every", min=1, help="Steps between checkpoints."),
+    sync: str = typer.Option(None, "--sync", help="allreduce or local-sgd (default: from the plan's strategy)."),
+    local_steps: int = typer.Option(8, "--local-steps", min=1, help="local-sgd: steps between averaging."),
+    deterministic: bool = typer.Option(False, "--deterministic",
+                                       help="Bit-identical results whatever the node count (slower sync)."),
+    preempt_rate: float = typer.Option(None, "--preempt-rate", min=0, help="Inject preemptions: this many per node-hour."),
+    preempt_trace: Path = typer.Option(None, "--preempt-trace", help="Inject preemptions from a trace file."),
+    preempt_at: str = typer.Option(None, "--preempt-at", help="Inject preemptions at these seconds, e.g. 10,25."),
+    notice: float = typer.Option(0.0, "--notice", min=0, help="Seconds of notice before an injected preemption."),
+    block_min: float = typer.Option(10.0, "--block-min", min=0, help="Minutes a preempted zone is left out."),
+    max_restarts: int = typer.Option(3, "--max-restarts", min=0, help="Worker failures (not preemptions) allowed."),
+    budget: float = typer.Option(None, "--budget", min=0, help="Stop when the run has cost this many dollars."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the model, the data and the injected preemptions."),
+    resume_id: str = typer.Option(None, "--resume", help="Adopt the live nodes of a run whose launcher died and go on."),
+    as_json: bool = typer.Option(False, "--json", help="Print the outcome as JSON."),
+) -> None:
+    """Boot the plan's nodes, train on them, survive preemptions. After `--`, a user's torchrun-style command."""
+    from geotrain.errors import InputError
+    from geotrain.launcher import service
+    from geotrain.launcher.loop import LaunchOptions
+    from geotrain.launcher.preemptions import PreemptionSchedule, load_trace, parse_times
+    from geotrain.train.workloads import WORKLOADS
+
+    show = _display()
+    if resume_id:
+        outcome = service.resume(resume_id, on_status=show)
+    else:
+        if plan_path is None:
+            raise InputError("give a plan file (geotrain plan ... -o plan.json), or --resume RUN_ID")
+        if workload not in WORKLOADS:
+            raise InputError(f"--workload: {workload!r} is not one of {', '.join(sorted(WORKLOADS))}")
+        if sync not in (None, "allreduce", "local-sgd"):
+            raise InputError(f"--sync: {sync!r} is not allreduce or local-sgd")
+        given = [x for x in (preempt_rate, preempt_trace, preempt_at) if x is not None]
+        if len(given) > 1:
+            raise InputError("give one of --preempt-rate, --preempt-trace, --preempt-at")
+        events = ()
+        if preempt_trace is not None:
+            events = load_trace(preempt_trace)
+        elif preempt_at is not None:
+            events = parse_times(preempt_at)
+        options = LaunchOptions(
+            workload=workload, command=tuple(ctx.args), steps=steps, checkpoint_url=checkpoint_url,
+            checkpoint_every=checkpoint_every, deterministic=deterministic, sync=sync, local_steps=local_steps,
+            max_restarts=max_restarts, block_s=block_min * 60, budget_usd=budget, seed=seed,
+            preemptions=PreemptionSchedule(events, preempt_rate, notice, seed),
+        )
+        outcome = service.launch(plan_path, options, provider_name=provider, on_status=show,
+                                 on_start=lambda run_id: console().print(f"run {run_id} started"))
+    if as_json:
+        print_json(outcome.__dict__ if hasattr(outcome, "__dict__") else _fields(outcome))
+        return
+    console().print(f"run {outcome.run_id} {outcome.status}: {outcome.reason}; {outcome.steps} steps in "
+                    f"{outcome.generations} generation(s), {outcome.preemptions} preemption(s), "
+                    f"{outcome.restarts} restart(s), {usd(outcome.usd, 4)} in {outcome.wall_s:.1f} s; "
+                    f"checkpoints in {outcome.checkpoint_url}")
+
+
+def _fields(obj) -> dict:  # noqa: ANN001
+    return {name: getattr(obj, name) for name in obj.__slots__}
+
+
+def _display():  # noqa: ANN202
+    """A line every couple of seconds (plain output), refreshed in place on a terminal."""
+    out = console()
+    last = {"t": 0.0, "key": None}
+
+    def show(s) -> None:  # noqa: ANN001
+        now = time.time()
+        key = (s.generation, s.step, s.events[-1] if s.events else None)
+        if key == last["key"] or now - last["t"] < (0.5 if sys.stdout.isatty() else 1.0):
+            return
+        last.update(t=now, key=key)
+        nodes = ", ".join(f"{k} {v}" for k, v in sorted(s.nodes_by_region.items()))
+        rate = "-" if s.samples_per_s is None else f"{s.samples_per_s:,.0f}/s"
+        out.print(f"gen {s.generation} step {s.step}/{s.target_steps} samples {s.samples:,} {rate} "
+                  f"nodes ({nodes}) {usd(s.usd_so_far, 4)} preemptions {s.preemptions}"
+                  + (f" | {s.events[-1]}" if s.events else ""))
+
+    return show
+
+
+def status(
+    run_id: str = typer.Argument(None, help="A run id (default: every run)."),
+    as_json: bool = typer.Option(False, "--json", help="Print as JSON."),
+) -> None:
+    """Show runs: progress, nodes up per region, cost so far, last events."""
+    from geotrain.launcher import service
+
+    runs = service.status(run_id)
+    if as_json:
+        print_json([_fields(r) for r in runs])
+        return
+    out = console()
+    if not runs:
+        out.print("No runs yet; start one with `geotrain launch plan.json`.")
+    for r in runs:
+        nodes = ", ".join(f"{k}: {v}" for k, v in sorted(r.nodes_up_by_region.items())) or "none up"
+        rate = "" if r.samples_per_s is None else f", {r.samples_per_s:,.0f} samples/s"
+        out.print(f"[bold]{r.run_id}[/bold] {r.status}{f' ({r.reason})' if r.reason else ''} — {r.workload}, "
+                  f"step {r.step}/{r.target_steps}, {r.samples:,} samples{rate}, nodes {nodes} "
+                  f"(of {r.nodes_total} launched), {r.preemptions} preemptions, {usd(r.usd_so_far, 4)} so far")
+        for line in r.last_events:
+            out.print(f"    {line}")
+
+
+def stop(run_id: str = typer.Argument(..., help="The run to stop.")) -> None:
+    """Stop a run and terminate all of its nodes."""
+    from geotrain.launcher import service
+
+    console().print(service.stop(run_id))

@@ -1,0 +1,294 @@
+"""The ledger: what happened in every run, in SQLite (WAL) under ``GEOTRAIN_HOME/ledger.sqlite``.
+
+Tables:
+
+- ``runs``: one row per run — its plan (JSON), workload, goal, checkpoint URL, launcher pid, status
+  (running | completed | failed | stopped) and why it ended.
+- ``nodes``: every node a run had — its offer (JSON record) and price, launch and end times, why it
+  ended (preempted | terminated | lost | completed | stopped), the provider's node id and request id.
+- ``events``: what happened, in order — launched, preempted, notice, checkpoint_saved,
+  checkpoint_write_started, checkpoint_restored, replanned, generation_started, worker_failed,
+  blocked, stopped, completed, resumed …
+- ``progress``: samples, step, loss and samples/s over time (written by the training runtime).
+- ``link_bytes``: bytes sent between two nodes, with the link class, per generation of workers.
+- ``prices``: price observations per offer over time (launch prices, and changes where known).
+
+Several processes write (the launcher and every training worker): WAL mode and a busy timeout
+make that safe. Every write is one short transaction.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from geotrain.errors import NotFoundError
+from geotrain.files import geotrain_home
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs (
+    run_id TEXT PRIMARY KEY,
+    plan_id TEXT NOT NULL,
+    plan_json TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    status TEXT NOT NULL,
+    ended_at TEXT,
+    reason TEXT,
+    workload TEXT NOT NULL,
+    provider TEXT NOT NULL,
+    checkpoint_url TEXT NOT NULL,
+    launcher_pid INTEGER,
+    target_steps INTEGER,
+    options_json TEXT NOT NULL DEFAULT '{}'
+);
+CREATE TABLE IF NOT EXISTS nodes (
+    node_id TEXT PRIMARY KEY,
+    run_id TEXT NOT NULL REFERENCES runs(run_id),
+    request_id TEXT NOT NULL,
+    offer_id TEXT NOT NULL,
+    offer_json TEXT NOT NULL,
+    cloud TEXT NOT NULL,
+    region TEXT NOT NULL,
+    zone TEXT NOT NULL,
+    market TEXT NOT NULL,
+    price_usd_per_hour REAL NOT NULL,
+    launched_at REAL NOT NULL,
+    ended_at REAL,
+    end_reason TEXT
+);
+CREATE TABLE IF NOT EXISTS events (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    run_id TEXT NOT NULL,
+    at REAL NOT NULL,
+    kind TEXT NOT NULL,
+    node_id TEXT,
+    detail_json TEXT NOT NULL DEFAULT '{}'
+);
+CREATE TABLE IF NOT EXISTS progress (
+    run_id TEXT NOT NULL,
+    at REAL NOT NULL,
+    generation INTEGER NOT NULL,
+    step INTEGER NOT NULL,
+    samples INTEGER NOT NULL,
+    loss REAL,
+    samples_per_s REAL,
+    world_size INTEGER
+);
+CREATE TABLE IF NOT EXISTS link_bytes (
+    run_id TEXT NOT NULL,
+    generation INTEGER NOT NULL,
+    src_node TEXT NOT NULL,
+    dst_node TEXT NOT NULL,
+    link_class TEXT NOT NULL,
+    bytes INTEGER NOT NULL,
+    at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS prices (
+    offer_id TEXT NOT NULL,
+    at REAL NOT NULL,
+    price_usd_per_hour REAL NOT NULL,
+    source TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS events_run ON events(run_id, id);
+CREATE INDEX IF NOT EXISTS progress_run ON progress(run_id, at);
+CREATE INDEX IF NOT EXISTS nodes_run ON nodes(run_id);
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class RunRow:
+    run_id: str
+    plan_id: str
+    plan_json: str
+    created_at: str
+    status: str
+    ended_at: str | None
+    reason: str | None
+    workload: str
+    provider: str
+    checkpoint_url: str
+    launcher_pid: int | None
+    target_steps: int | None
+    options_json: str
+
+
+@dataclass(frozen=True, slots=True)
+class NodeRow:
+    node_id: str
+    run_id: str
+    request_id: str
+    offer_id: str
+    offer_json: str
+    cloud: str
+    region: str
+    zone: str
+    market: str
+    price_usd_per_hour: float
+    launched_at: float
+    ended_at: float | None
+    end_reason: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    id: int
+    run_id: str
+    at: float
+    kind: str
+    node_id: str | None
+    detail: dict
+
+
+def now_iso() -> str:
+    return datetime.now(timezone.utc).replace(microsecond=0).isoformat()
+
+
+class Ledger:
+    """One SQLite database; open a ``Ledger`` per process (connections are not shared)."""
+
+    def __init__(self, path: Path | None = None) -> None:
+        self.path = Path(path) if path is not None else geotrain_home() / "ledger.sqlite"
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._conn = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
+        self._conn.execute("PRAGMA journal_mode=WAL")
+        self._conn.execute("PRAGMA busy_timeout=30000")
+        self._conn.execute("PRAGMA synchronous=NORMAL")
+        self._conn.executescript(SCHEMA)
+
+    def close(self) -> None:
+        self._conn.close()
+
+    @contextmanager
+    def _tx(self) -> Iterator[sqlite3.Connection]:
+        for attempt in range(50):
+            try:
+                self._conn.execute("BEGIN IMMEDIATE")
+                break
+            except sqlite3.OperationalError:
+                if attempt == 49:
+                    raise
+                time.sleep(0.05)
+        try:
+            yield self._conn
+            self._conn.execute("COMMIT")
+        except BaseException:
+            self._conn.execute("ROLLBACK")
+            raise
+
+    # -- runs -------------------------------------------------------------------------------
+
+    def create_run(self, *, run_id: str, plan_id: str, plan_json: str, workload: str, provider: str,
+                   checkpoint_url: str, launcher_pid: int, target_steps: int | None, options: dict) -> None:
+        with self._tx() as c:
+            c.execute(
+                "INSERT INTO runs (run_id, plan_id, plan_json, created_at, status, workload, provider, checkpoint_url,"
+                " launcher_pid, target_steps, options_json) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                (run_id, plan_id, plan_json, now_iso(), "running", workload, provider, checkpoint_url, launcher_pid,
+                 target_steps, json.dumps(options, sort_keys=True)),
+            )
+
+    def run(self, run_id: str) -> RunRow:
+        row = self._conn.execute("SELECT * FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+        if row is None:
+            raise NotFoundError(f"no run {run_id!r} in {self.path}; see `geotrain status`")
+        return RunRow(*row)
+
+    def runs(self) -> list[RunRow]:
+        return [RunRow(*r) for r in self._conn.execute("SELECT * FROM runs ORDER BY created_at, run_id")]
+
+    def latest_run_id(self) -> str | None:
+        row = self._conn.execute("SELECT run_id FROM runs ORDER BY created_at DESC, rowid DESC LIMIT 1").fetchone()
+        return row[0] if row else None
+
+    def set_launcher(self, run_id: str, pid: int) -> None:
+        with self._tx() as c:
+            c.execute("UPDATE runs SET launcher_pid = ?, status = 'running', ended_at = NULL, reason = NULL"
+                      " WHERE run_id = ?", (pid, run_id))
+
+    def finish_run(self, run_id: str, status: str, reason: str) -> None:
+        with self._tx() as c:
+            c.execute("UPDATE runs SET status = ?, reason = ?, ended_at = ? WHERE run_id = ?",
+                      (status, reason, now_iso(), run_id))
+
+    # -- nodes ------------------------------------------------------------------------------
+
+    def add_node(self, *, run_id: str, node_id: str, request_id: str, offer_id: str, offer_json: str, cloud: str,
+                 region: str, zone: str, market: str, price_usd_per_hour: float, launched_at: float) -> None:
+        with self._tx() as c:
+            c.execute(
+                "INSERT OR IGNORE INTO nodes (node_id, run_id, request_id, offer_id, offer_json, cloud, region, zone,"
+                " market, price_usd_per_hour, launched_at) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                (node_id, run_id, request_id, offer_id, offer_json, cloud, region, zone, market, price_usd_per_hour,
+                 launched_at),
+            )
+
+    def end_node(self, node_id: str, reason: str, at: float | None = None) -> None:
+        with self._tx() as c:
+            c.execute("UPDATE nodes SET ended_at = ?, end_reason = ? WHERE node_id = ? AND ended_at IS NULL",
+                      (at if at is not None else time.time(), reason, node_id))
+
+    def nodes(self, run_id: str) -> list[NodeRow]:
+        return [NodeRow(*r) for r in
+                self._conn.execute("SELECT * FROM nodes WHERE run_id = ? ORDER BY launched_at, node_id", (run_id,))]
+
+    # -- events, progress, bytes, prices -----------------------------------------------------
+
+    def event(self, run_id: str, kind: str, *, node_id: str | None = None, at: float | None = None, **detail: Any) -> None:
+        with self._tx() as c:
+            c.execute("INSERT INTO events (run_id, at, kind, node_id, detail_json) VALUES (?,?,?,?,?)",
+                      (run_id, at if at is not None else time.time(), kind, node_id, json.dumps(detail, sort_keys=True,
+                                                                                                  default=str)))
+
+    def events(self, run_id: str, *, after_id: int = 0, kinds: tuple[str, ...] = ()) -> list[Event]:
+        query = "SELECT id, run_id, at, kind, node_id, detail_json FROM events WHERE run_id = ? AND id > ?"
+        args: list[Any] = [run_id, after_id]
+        if kinds:
+            query += f" AND kind IN ({','.join('?' * len(kinds))})"
+            args += list(kinds)
+        rows = self._conn.execute(query + " ORDER BY id", args).fetchall()
+        return [Event(r[0], r[1], r[2], r[3], r[4], json.loads(r[5])) for r in rows]
+
+    def progress(self, run_id: str, *, generation: int, step: int, samples: int, loss: float | None,
+                 samples_per_s: float | None, world_size: int) -> None:
+        with self._tx() as c:
+            c.execute("INSERT INTO progress VALUES (?,?,?,?,?,?,?,?)",
+                      (run_id, time.time(), generation, step, samples, loss, samples_per_s, world_size))
+
+    def progress_rows(self, run_id: str) -> list[tuple]:
+        return self._conn.execute(
+            "SELECT at, generation, step, samples, loss, samples_per_s, world_size FROM progress WHERE run_id = ?"
+            " ORDER BY at", (run_id,)).fetchall()
+
+    def last_progress(self, run_id: str) -> tuple | None:
+        return self._conn.execute(
+            "SELECT at, generation, step, samples, loss, samples_per_s, world_size FROM progress WHERE run_id = ?"
+            " ORDER BY at DESC LIMIT 1", (run_id,)).fetchone()
+
+    def add_link_bytes(self, run_id: str, generation: int, rows: list[tuple[str, str, str, int]]) -> None:
+        if not rows:
+            return
+        at = time.time()
+        with self._tx() as c:
+            c.executemany("INSERT INTO link_bytes VALUES (?,?,?,?,?,?,?)",
+                          [(run_id, generation, src, dst, cls, int(n), at) for src, dst, cls, n in rows])
+
+    def link_bytes(self, run_id: str) -> list[tuple[str, str, str, int]]:
+        return self._conn.execute(
+            "SELECT src_node, dst_node, link_class, SUM(bytes) FROM link_bytes WHERE run_id = ?"
+            " GROUP BY src_node, dst_node, link_class ORDER BY src_node, dst_node", (run_id,)).fetchall()
+
+    def add_price(self, offer_id: str, price_usd_per_hour: float, source: str, at: float | None = None) -> None:
+        with self._tx() as c:
+            c.execute("INSERT INTO prices VALUES (?,?,?,?)",
+                      (offer_id, at if at is not None else time.time(), price_usd_per_hour, source))
+
+    def prices(self, offer_id: str) -> list[tuple[float, float, str]]:
+        return self._conn.execute("SELECT at, price_usd_per_hour, source FROM prices WHERE offer_id = ? ORDER BY at",
+                                  (offer_id,)).fetchall()

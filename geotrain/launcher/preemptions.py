@@ -1,0 +1,152 @@
+"""Injected preemptions: when, which node, with how much notice.
+
+Three ways to say when (``geotrain launch`` flags):
+
+- ``--preempt-rate R``: a Poisson process, R expected preemptions per node-hour (as the catalog's
+  interruption figures);
+- ``--preempt-at 10,25,40``: at these seconds after the start of training;
+- ``--preempt-trace FILE``: a CSV (``at_s,node,notice_s``) or a JSON/YAML list of events, each with
+  one trigger — ``at_s`` (seconds after the start), ``at_step`` (when training reaches a step) or
+  ``during_checkpoint: true`` (while a checkpoint is being written; the writer is preempted unless a
+  node is named) — and optionally ``node`` (an index into the live nodes in rank order, or a node
+  id) and ``notice_s``.
+
+``--notice S`` gives every injected preemption S seconds of notice unless the event says otherwise
+(AWS gives 120 s, GCP and Azure about 30 s).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import random
+from dataclasses import dataclass
+from pathlib import Path
+
+from geotrain.errors import InputError
+from geotrain.specfile import read_text
+
+
+@dataclass(frozen=True, slots=True)
+class PreemptionEvent:
+    at_s: float | None = None
+    at_step: int | None = None
+    during_checkpoint: bool = False
+    node: int | str | None = None  # index into live nodes (rank order) or a node id; None: chosen for you
+    notice_s: float | None = None  # None: the schedule's default
+
+
+@dataclass(frozen=True, slots=True)
+class PreemptionSchedule:
+    events: tuple[PreemptionEvent, ...] = ()
+    rate_per_node_hour: float | None = None
+    notice_s: float = 0.0
+    seed: int = 0
+
+    def is_empty(self) -> bool:
+        return not self.events and not self.rate_per_node_hour
+
+    def to_dict(self) -> dict:
+        return {"events": [_event_dict(e) for e in self.events],
+                "rate_per_node_hour": self.rate_per_node_hour, "notice_s": self.notice_s, "seed": self.seed}
+
+
+def _event_dict(event: PreemptionEvent) -> dict:
+    return {"at_s": event.at_s, "at_step": event.at_step, "during_checkpoint": event.during_checkpoint,
+            "node": event.node, "notice_s": event.notice_s}
+
+
+def schedule_from_dict(data: dict) -> PreemptionSchedule:
+    return PreemptionSchedule(tuple(PreemptionEvent(**e) for e in data.get("events", [])),
+                              data.get("rate_per_node_hour"), data.get("notice_s", 0.0), data.get("seed", 0))
+
+
+def parse_times(text: str) -> tuple[PreemptionEvent, ...]:
+    out = []
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        try:
+            value = float(part)
+        except ValueError:
+            raise InputError(f"--preempt-at: {part!r} is not a number of seconds") from None
+        if value < 0:
+            raise InputError(f"--preempt-at: {part} is negative")
+        out.append(PreemptionEvent(at_s=value))
+    return tuple(out)
+
+
+def load_trace(path: str | Path) -> tuple[PreemptionEvent, ...]:
+    path = Path(path)
+    text = read_text(path, InputError)
+    if path.suffix.lower() == ".csv":
+        rows = list(csv.DictReader(io.StringIO(text)))
+        if not rows or "at_s" not in rows[0]:
+            raise InputError(f"{path}: a preemption trace CSV needs the columns at_s[,node,notice_s]")
+        items = [{k: v for k, v in r.items() if v not in (None, "")} for r in rows]
+    else:
+        import yaml
+
+        try:
+            items = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            raise InputError(f"{path}: not valid YAML/JSON: {exc}") from exc
+        if not isinstance(items, list):
+            raise InputError(f"{path}: a preemption trace is a list of events")
+    events = []
+    for n, item in enumerate(items, start=1):
+        events.append(_event(item, f"{path}: event {n}"))
+    return tuple(events)
+
+
+def _event(item: object, where: str) -> PreemptionEvent:
+    if not isinstance(item, dict):
+        raise InputError(f"{where}: not a mapping")
+    known = {"at_s", "at_step", "during_checkpoint", "node", "notice_s"}
+    unknown = set(item) - known
+    if unknown:
+        raise InputError(f"{where}: unknown field {', '.join(sorted(unknown))}; known: {', '.join(sorted(known))}")
+    try:
+        at_s = float(item["at_s"]) if "at_s" in item else None
+        at_step = int(item["at_step"]) if "at_step" in item else None
+        notice = float(item["notice_s"]) if "notice_s" in item else None
+    except (TypeError, ValueError):
+        raise InputError(f"{where}: at_s, at_step and notice_s must be numbers") from None
+    during = bool(item.get("during_checkpoint", False))
+    if sum(x is not None and x is not False for x in (at_s, at_step, during or None)) != 1:
+        raise InputError(f"{where}: give exactly one of at_s, at_step, during_checkpoint")
+    node = item.get("node")
+    if isinstance(node, str) and node.isdigit():
+        node = int(node)
+    return PreemptionEvent(at_s, at_step, during, node, notice)
+
+
+class RateClock:
+    """Draws the next preemption time of a Poisson process whose rate follows the node count."""
+
+    def __init__(self, rate_per_node_hour: float, seed: int) -> None:
+        self.rate = rate_per_node_hour / 3600
+        self.rng = random.Random(seed)
+
+    def next_after(self, now_s: float, nodes: int) -> float:
+        if nodes <= 0 or self.rate <= 0:
+            return math.inf
+        return now_s + self.rng.expovariate(self.rate * nodes)
+
+
+def describe(schedule: PreemptionSchedule) -> str:
+    parts = []
+    if schedule.rate_per_node_hour:
+        parts.append(f"{schedule.rate_per_node_hour:g} per node-hour")
+    if schedule.events:
+        parts.append(f"{len(schedule.events)} scheduled")
+    if schedule.notice_s:
+        parts.append(f"{schedule.notice_s:g} s notice")
+    return ", ".join(parts) or "none"
+
+
+def dumps(schedule: PreemptionSchedule) -> str:
+    return json.dumps(schedule.to_dict(), sort_keys=True)

@@ -1,0 +1,160 @@
+"""The Provider protocol: the one seam between geotrain and a place that runs nodes.
+
+Small on purpose, like Ray v2's ``ICloudInstanceProvider``: launch by offer with a caller-chosen
+``request_id``, list by run, terminate, and run a command on a node. Pricing, capacity hints and
+planning live elsewhere (``geotrain.pricing``, ``geotrain.planning``); a provider only buys, lists
+and releases nodes.
+
+Contract shared by every provider (``tests/contract`` checks it):
+
+- **Idempotent launch.** ``launch`` with a ``request_id`` that was seen before returns the node
+  that request made, never a second one, whatever state that node is in now. A launcher that
+  crashed after sending a request retries it with the same id and cannot leak a node.
+- **Idempotent terminate.** Terminating an ended node does nothing and keeps its first end reason.
+  An unknown node id raises :class:`~geotrain.errors.NotFoundError`.
+- **Tagged by run.** Every node carries its ``run_id``; ``list(run_id)`` finds all of them,
+  including ended ones, so ``geotrain stop`` and a restarted launcher need nothing but the run id.
+- **Eventually consistent.** A cloud may not show a node in ``list`` at once after ``launch``, and
+  may report a terminated node as running for a while. Callers reconcile by ``request_id`` and
+  ``node_id``, never by counting. A node a cloud no longer lists at all counts as ended.
+- **Errors are geotrain's.** SDK errors are translated inside each provider, with the original as
+  ``__cause__``:
+
+  ========================  ========================================================================
+  CredentialsError          missing or rejected credentials; the message says how to provide them
+  CapacityError             no capacity for this offer now; ``scope`` is the offer's zone scope
+                            (``Location.zone_scope``), which the launcher blocks for a while
+  QuotaError                an account quota would be exceeded; ``scope`` is the cloud or region
+  ThrottledError            the API asked us to slow down; retry later with the same request id
+  NotFoundError             the node id is unknown to this provider
+  ProviderError             anything else the provider refused or failed at (e.g. ``start`` on an
+                            ended node)
+  ========================  ========================================================================
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+from geotrain.domain import Location, Offer
+
+
+class NodeState(StrEnum):
+    """A node's life: pending → running → preempted | terminated. The last two are final."""
+
+    PENDING = "pending"  # asked for, not yet running (clouds only; the local provider skips it)
+    RUNNING = "running"
+    PREEMPTED = "preempted"  # taken back by the provider (spot reclaim, injected preemption)
+    TERMINATED = "terminated"  # ended by geotrain, or lost (end_reason says which)
+
+    @property
+    def ended(self) -> bool:
+        return self in (NodeState.PREEMPTED, NodeState.TERMINATED)
+
+
+@dataclass(frozen=True, slots=True)
+class LaunchRequest:
+    """One node to launch.
+
+    ``request_id`` is the idempotency key chosen by the caller, e.g. ``f"{run_id}/{offer_id}/{n}"``:
+    the same key always names the same node. Reusing a key for another run or offer is a
+    programming error (``ValueError``).
+    """
+
+    request_id: str
+    run_id: str  # every node is tagged with its run; list(run_id) finds them all
+    offer: Offer  # where and what to launch
+
+
+@dataclass(frozen=True, slots=True)
+class NodeInfo:
+    """What a provider knows about one node at the time of the call. Times are UTC."""
+
+    node_id: str
+    request_id: str
+    run_id: str
+    offer_id: str
+    location: Location
+    state: NodeState
+    launched_at: datetime
+    ended_at: datetime | None
+    end_reason: str | None  # "preempted", "terminated", "lost", or the reason given to terminate
+    address: str  # where to reach it (127.0.0.1 for local nodes)
+
+    @property
+    def ended(self) -> bool:
+        return self.state.ended
+
+
+@dataclass(frozen=True, slots=True)
+class Capabilities:
+    """What a provider can do, so that the launcher and the tests need not ask its name."""
+
+    spot: bool  # it sells spot nodes
+    notice_s: float | None  # warning before a spot preemption (AWS 120, GCP/Azure ~30); None = none
+    preemption_injection: bool  # it can preempt its own nodes on request (local provider)
+
+
+@runtime_checkable
+class NodeProcess(Protocol):
+    """A process started on a node (``subprocess.Popen`` satisfies it)."""
+
+    pid: int
+
+    def poll(self) -> int | None:
+        """The exit code, or None while it runs."""
+        ...
+
+    def wait(self, timeout: float | None = None) -> int:
+        """Block until it exits (``subprocess.TimeoutExpired`` after ``timeout`` seconds)."""
+        ...
+
+
+@runtime_checkable
+class Provider(Protocol):
+    """Where nodes come from. See the module docstring for the contract every method keeps."""
+
+    name: str
+    capabilities: Capabilities
+
+    def check_credentials(self) -> None:
+        """Return if the provider can be used; else raise CredentialsError saying what to do."""
+        ...
+
+    def launch(self, request: LaunchRequest) -> NodeInfo:
+        """Launch one node for ``request.offer``, or return the node this ``request_id`` made before.
+
+        Raises CapacityError (scope = the offer's zone scope), QuotaError, ThrottledError or
+        CredentialsError; after any of them no node exists for the request (or, where a cloud
+        cannot tell, a retry with the same ``request_id`` finds it).
+        """
+        ...
+
+    def list(self, run_id: str | None = None) -> list[NodeInfo]:
+        """The nodes of ``run_id`` (or of every run), ended ones included, in their current state.
+
+        Ordered by launch time. Eventually consistent on clouds (see the module docstring).
+        """
+        ...
+
+    def terminate(self, node_id: str, *, reason: str = "terminated") -> None:
+        """End a node and everything running on it. Idempotent; unknown ``node_id`` → NotFoundError.
+
+        ``reason`` becomes the node's ``end_reason`` unless it had already ended (a preempted node
+        stays preempted).
+        """
+        ...
+
+    def start(self, node_id: str, argv: list[str], env: dict[str, str], log_path: Path,
+              cwd: Path | None = None) -> NodeProcess:
+        """Run ``argv`` on a running node, stdout and stderr appended to ``log_path``.
+
+        ``env`` is the command's whole environment (as with ``subprocess.Popen``: nothing else is
+        inherited); ``cwd`` its working directory on the node (default: the provider's choice). Unknown ``node_id`` → NotFoundError; a node that has ended → ProviderError. The
+        process ends when the node ends.
+        """
+        ...

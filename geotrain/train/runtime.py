@@ -1,0 +1,179 @@
+"""What runs on each node: one generation of training with the built-in workloads.
+
+The launcher starts one worker per node for each *generation* (a fixed set of nodes); when a node
+is preempted the generation ends and the launcher starts the next one on the new set, which resumes
+from the newest committed checkpoint. Per step, the global batch is ``M`` micro-batches of the
+workload's size; sample ``i`` is a pure function of (seed, i), so the data position is just the step.
+
+    python -m geotrain.train.runtime <generation.json>
+
+Environment: ``RANK``, ``WORLD_SIZE``, ``GEOTRAIN_NODE_ID``, ``GEOTRAIN_NODE_DIR`` (preemption
+notices), ``GEOTRAIN_HOME`` (the ledger). The process group rendezvous happens in the launcher's
+TCP store (a stable host, unlike a node that may be preempted), under a prefix per generation.
+
+Checkpoints: every ``checkpoint_every`` steps (by rank 0), when the run ends, and at once when a
+preemption notice arrives (by the warned node: with all-reduce every rank holds the whole state; with
+local SGD at the next averaging boundary). A checkpoint holds model, optimizer, RNG states and step.
+
+Exit codes: 0 the run reached its target; 75 a collective failed (a peer was lost); 1 anything else.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import sys
+import time
+from datetime import timedelta
+from pathlib import Path
+
+PEER_LOST = 75
+
+
+class NoticeWatch:
+    """A preemption notice: SIGUSR1 (the provider's hook) or the notice file on the node."""
+
+    def __init__(self, node_dir: str | None) -> None:
+        self.flag = False
+        self.path = Path(node_dir) / "preemption-notice.json" if node_dir else None
+        signal.signal(signal.SIGUSR1, self._on_signal)
+
+    def _on_signal(self, signum, frame) -> None:  # noqa: ANN001
+        self.flag = True
+
+    def received(self) -> bool:
+        if not self.flag and self.path is not None and self.path.exists():
+            self.flag = True
+        return self.flag
+
+
+def main(argv: list[str]) -> int:
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    config = json.loads(Path(argv[0]).read_text())
+    import torch
+    import torch.distributed as dist
+
+    from geotrain.domain import Continent, Location, link_class
+    from geotrain.launcher.ledger import Ledger
+    from geotrain.train.checkpoint import CheckpointStore
+    from geotrain.train.sync import ByteCounter, DDPSync, DeterministicSync, LocalSGDSync, StepInput
+    from geotrain.train.workloads import WORKLOADS
+
+    torch.set_num_threads(1)
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    node_id = os.environ["GEOTRAIN_NODE_ID"]
+    run_id, generation = config["run_id"], config["generation"]
+    nodes = config["nodes"]
+    deterministic = config.get("deterministic", False)
+    if deterministic:
+        torch.use_deterministic_algorithms(True)
+    notice = NoticeWatch(os.environ.get("GEOTRAIN_NODE_DIR"))
+    ledger = Ledger()
+    store_cfg = config["store"]
+    base_store = dist.TCPStore(store_cfg["host"], store_cfg["port"], is_master=False,
+                               timeout=timedelta(seconds=60))
+    store = dist.PrefixStore(f"gen{generation}/", base_store)
+    if world > 1:
+        dist.init_process_group("gloo", store=store, rank=rank, world_size=world,
+                                timeout=timedelta(seconds=config.get("collective_timeout_s", 60)))
+
+    workload = WORKLOADS[config["workload"]]
+    torch.manual_seed(config["seed"])
+    random.seed(config["seed"])
+    model = workload.build_model()
+    optimizer = torch.optim.SGD(model.parameters(), lr=config["lr"], momentum=config["momentum"])
+    ckpt = CheckpointStore(config["checkpoint_url"],
+                           write_delay_s=float(os.environ.get("GEOTRAIN_FAULT_CHECKPOINT_DELAY_S", "0")))
+    step = 0
+    latest = ckpt.latest()
+    if latest is not None:
+        state = ckpt.load(latest)
+        model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        torch.set_rng_state(state["torch_rng"])
+        step = int(state["step"])
+        if rank == 0:
+            ledger.event(run_id, "checkpoint_restored", node_id=node_id, step=step, generation=generation,
+                         url=latest.url, rejected=[list(r) for r in ckpt.rejected])
+
+    counter = ByteCounter()
+    regions = [n["region"] for n in nodes]
+    M = config["micro_batches"]
+    sync_name = config["sync"]
+    if sync_name == "local-sgd":
+        sync = LocalSGDSync(model, workload.loss, rank, world, counter, regions, config["local_steps"])
+    elif deterministic:
+        sync = DeterministicSync(model, workload.loss, rank, world, counter, M)
+    else:
+        sync = DDPSync(model, workload.loss, rank, world, counter)
+
+    target = config["target_steps"]
+    every = config["checkpoint_every"]
+    m = workload.samples_per_step
+    global_samples = M * m
+    mine = [j for j in range(M) if j % world == rank]
+
+    def save(kind: str) -> None:
+        ledger.event(run_id, "checkpoint_write_started", node_id=node_id, step=step, purpose=kind)
+        info = ckpt.save(step, {
+            "model": model.state_dict(), "optimizer": optimizer.state_dict(), "step": step,
+            "torch_rng": torch.get_rng_state(),
+        }, meta={"run_id": run_id, "generation": generation, "world_size": world, "samples": step * global_samples,
+                 "kind": kind})
+        ledger.event(run_id, "checkpoint_saved", node_id=node_id, step=step, purpose=kind, url=info.url,
+                     size_bytes=info.size_bytes)
+        if rank == 0:
+            ckpt.prune(keep=3)
+
+    def flush_bytes() -> None:
+        sent = counter.drain()
+        me = nodes[rank]
+        src = Location(me["cloud"], me["region_name"], me["zone"], Continent(me["continent"]))
+        rows = []
+        for dst_rank, nbytes in sent.items():
+            other = nodes[dst_rank]
+            dst = Location(other["cloud"], other["region_name"], other["zone"], Continent(other["continent"]))
+            rows.append((node_id, other["node_id"], link_class(src, dst).value, nbytes))
+        ledger.add_link_bytes(run_id, generation, rows)
+
+    noticed = False
+    window_start, window_step = time.perf_counter(), step
+    try:
+        while step < target:
+            batches = [workload.batch(config["seed"], step * global_samples + j * m, m) for j in mine]
+            loss = sync.step(StepInput(batches, mine, global_samples, M), optimizer)
+            step += 1
+            if isinstance(sync, LocalSGDSync):
+                sync.after_step(step)
+            if notice.received() and not noticed and sync.averaged(step):
+                noticed = True
+                ledger.event(run_id, "notice", node_id=node_id, step=step)
+                save("emergency")
+            elif rank == 0 and step % every == 0 and sync.averaged(step):
+                save("periodic")
+            if rank == 0 and (step % config["progress_every"] == 0 or step == target):
+                now = time.perf_counter()
+                rate = (step - window_step) * global_samples / (now - window_start) if now > window_start else None
+                window_start, window_step = now, step
+                ledger.progress(run_id, generation=generation, step=step, samples=step * global_samples, loss=loss,
+                                samples_per_s=rate, world_size=world)
+            if step % config["progress_every"] == 0:
+                flush_bytes()
+        if rank == 0 and sync.averaged(step):
+            save("final")
+            ledger.event(run_id, "training_finished", node_id=node_id, step=step)
+        flush_bytes()
+        if world > 1:
+            dist.barrier()
+            dist.destroy_process_group()
+        return 0
+    except (RuntimeError, dist.DistBackendError, dist.DistStoreError) as exc:  # a peer or the store is gone
+        flush_bytes()
+        print(f"geotrain worker {node_id} rank {rank}: collective failed at step {step}: {exc}", file=sys.stderr)
+        return PEER_LOST
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
