@@ -506,16 +506,18 @@ class _Injector(threading.Thread):
             if la.training_started_at is None:
                 continue
             elapsed = time.time() - la.training_started_at
-            writing = None
+            writing, writing_step = None, -1
             for event in la.ledger.events(la.run_id, after_id=self._seen_event, kinds=("checkpoint_write_started",)):
-                writing = event.node_id
+                writing, writing_step = event.node_id, event.detail.get("step", 0)
                 self._seen_event = event.id
             last = la.ledger.last_progress(la.run_id)
             step = last[2] if last else 0
             for event in list(self.pending):
-                fire = ((event.at_s is not None and elapsed >= event.at_s)
-                        or (event.at_step is not None and step >= event.at_step)
-                        or (event.during_checkpoint and writing is not None))
+                if event.during_checkpoint:
+                    fire = writing is not None and writing_step >= (event.at_step or 0)
+                else:
+                    fire = ((event.at_s is not None and elapsed >= event.at_s)
+                            or (event.at_step is not None and step >= event.at_step))
                 if fire:
                     target = self._pick(event, writing)
                     if target is None:

@@ -7,9 +7,9 @@ Three ways to say when (``geotrain launch`` flags):
 - ``--preempt-at 10,25,40``: at these seconds after the start of training;
 - ``--preempt-trace FILE``: a CSV (``at_s,node,notice_s``) or a JSON/YAML list of events, each with
   one trigger — ``at_s`` (seconds after the start), ``at_step`` (when training reaches a step) or
-  ``during_checkpoint: true`` (while a checkpoint is being written; the writer is preempted unless a
-  node is named) — and optionally ``node`` (an index into the live nodes in rank order, or a node
-  id) and ``notice_s``.
+  ``during_checkpoint: true`` (while a checkpoint is being written, from ``at_step`` on if given;
+  the writer is preempted unless a node is named) — and optionally ``node`` (an index into the live
+  nodes in rank order, or a node id) and ``notice_s``.
 
 ``--notice S`` gives every injected preemption S seconds of notice unless the event says otherwise
 (AWS gives 120 s, GCP and Azure about 30 s).
@@ -116,8 +116,8 @@ def _event(item: object, where: str) -> PreemptionEvent:
     except (TypeError, ValueError):
         raise InputError(f"{where}: at_s, at_step and notice_s must be numbers") from None
     during = bool(item.get("during_checkpoint", False))
-    if sum(x is not None and x is not False for x in (at_s, at_step, during or None)) != 1:
-        raise InputError(f"{where}: give exactly one of at_s, at_step, during_checkpoint")
+    if during and at_s is not None or not during and (at_s is None) == (at_step is None):
+        raise InputError(f"{where}: give one of at_s, at_step, during_checkpoint (which may have an at_step)")
     node = item.get("node")
     if isinstance(node, str) and node.isdigit():
         node = int(node)
