@@ -19,6 +19,10 @@ demo: $(VENV)/.demo-installed
 	    --nodes gcp/us-central1-a/n1-standard-8+T4=4,aws/us-west-2/g4dn.2xlarge=4,gcp/europe-west3/n1-standard-8+T4=2
 	@mkdir -p .demo
 	$(BIN)/geotrain plan examples/job.yaml -o .demo/plan.json --plot .demo/frontier.png
+	$(BIN)/geotrain plan --workload convnext-large --strategy allreduce --target-sps 100 -o .demo/mix.json \
+	    --nodes aws/usw2-az1/g4dn.xlarge,aws/usw2-az2/g4dn.xlarge,aws/use1-az1/g4dn.xlarge,aws/use1-az2/g4dn.xlarge
+	$(BIN)/geotrain launch .demo/mix.json --steps 150 --preempt-at 4,10,16 --notice 2 --block-min 5
+	$(BIN)/geotrain status
 
 test: $(VENV)/.test-installed
 	$(BIN)/python -m pytest $(PYTEST_ARGS)

@@ -327,10 +327,10 @@ class Launcher:
                 "GEOTRAIN_NODE_DIR": str(_node_dir(self.provider, node.node_id) or ""),
                 "OMP_NUM_THREADS": "1",
             })
-            if self.options.command:
-                argv = [sys.executable, "-m", "geotrain.train.usercmd", *self.options.command]
-            else:
-                argv = [sys.executable, "-m", "geotrain.train.runtime", str(path)]
+            # both through the shim: a notice (SIGUSR1) that arrives while a worker is still starting
+            # must not end it; the runtime checks the notice file once it listens
+            command = list(self.options.command) or [sys.executable, "-m", "geotrain.train.runtime", str(path)]
+            argv = [sys.executable, "-m", "geotrain.train.usercmd", *command]
             log = self.run_dir / "logs" / f"gen{self.generation:03d}-rank{rank}-{node.node_id}.log"
             log.parent.mkdir(parents=True, exist_ok=True)
             self._procs[node.node_id] = self.provider.start(node.node_id, argv, env, log, cwd=self.workdir)

@@ -1,4 +1,4 @@
-"""Run a user's command on a node with the preemption-notice signal ignored until it asks for it.
+"""Run a command on a node with the preemption-notice signal ignored until it asks for it.
 
 The local provider delivers a preemption notice as SIGUSR1, whose default action ends a process.
 A user's script that does not listen for notices must not die at the notice (only at the
