@@ -1,5 +1,6 @@
-# Two commands do all setup: `make demo` runs geotrain on the embedded default (bundled prices),
-# `make test` runs the whole test suite. Both create or reuse .venv and install what they need;
+# Two commands do all setup: `make demo` runs geotrain on the embedded default (bundled prices,
+# local provider, SQLite ledger): catalog, estimate, plan, a launch with injected preemptions and
+# its cost report (files in .demo/). `make test` runs the whole test suite. Both create or reuse .venv and install what they need;
 # a second run skips the install unless pyproject.toml changed.
 
 PYTHON ?= python3
@@ -22,7 +23,7 @@ demo: $(VENV)/.demo-installed
 	$(BIN)/geotrain plan --workload convnext-large --strategy allreduce --target-sps 100 -o .demo/mix.json \
 	    --nodes aws/usw2-az1/g4dn.xlarge,aws/usw2-az2/g4dn.xlarge,aws/use1-az1/g4dn.xlarge,aws/use1-az2/g4dn.xlarge
 	$(BIN)/geotrain launch .demo/mix.json --steps 150 --preempt-at 4,10,16 --notice 2 --block-min 5
-	$(BIN)/geotrain status
+	$(BIN)/geotrain cost-report --plot .demo/costs.png
 
 test: $(VENV)/.test-installed
 	$(BIN)/python -m pytest $(PYTEST_ARGS)

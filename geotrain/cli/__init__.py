@@ -70,6 +70,7 @@ from geotrain.cli import catalog as _catalog  # noqa: E402  (registers the sub-c
 from geotrain.cli import estimate as _estimate  # noqa: E402
 from geotrain.cli import launch as _launch  # noqa: E402
 from geotrain.cli import plan as _plan  # noqa: E402
+from geotrain.cli import report as _report  # noqa: E402
 
 app.add_typer(_catalog.app, name="catalog")
 app.command("estimate")(_estimate.estimate)
@@ -77,6 +78,7 @@ app.command("plan")(_plan.plan)
 app.command("launch", context_settings={"allow_extra_args": True})(_launch.launch)
 app.command("status")(_launch.status)
 app.command("stop")(_launch.stop)
+app.command("cost-report")(_report.cost_report)
 
 
 def main() -> None:

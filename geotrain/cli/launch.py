@@ -19,6 +19,8 @@ def launch(
     steps: int = typer.Option(200, "--steps", min=1, help="Train this many steps (global batches)."),
     checkpoint_url: str = typer.Option(None, "--checkpoint-url", help="Where checkpoints go (any fsspec URL)."),
     checkpoint_every: int = typer.Option(20, "--checkpoint-every", min=1, help="Steps between checkpoints."),
+    checkpoint_region: str = typer.Option(None, "--checkpoint-region",
+                                          help="cloud/region of the checkpoint storage (prices its traffic)."),
     sync: str = typer.Option(None, "--sync", help="allreduce or local-sgd (default: from the plan's strategy)."),
     local_steps: int = typer.Option(8, "--local-steps", min=1, help="local-sgd: steps between averaging."),
     deterministic: bool = typer.Option(False, "--deterministic",
@@ -49,6 +51,8 @@ def launch(
             raise InputError("give a plan file (geotrain plan ... -o plan.json), or --resume RUN_ID")
         if workload not in WORKLOADS:
             raise InputError(f"--workload: {workload!r} is not one of {', '.join(sorted(WORKLOADS))}")
+        if checkpoint_region is not None and checkpoint_region.count("/") != 1:
+            raise InputError(f"--checkpoint-region: {checkpoint_region!r} is not cloud/region, e.g. aws/us-east-1")
         if sync not in (None, "allreduce", "local-sgd"):
             raise InputError(f"--sync: {sync!r} is not allreduce or local-sgd")
         given = [x for x in (preempt_rate, preempt_trace, preempt_at) if x is not None]
@@ -61,6 +65,7 @@ def launch(
             events = parse_times(preempt_at)
         options = LaunchOptions(
             workload=workload, command=tuple(ctx.args), steps=steps, checkpoint_url=checkpoint_url,
+            checkpoint_location=checkpoint_region,
             checkpoint_every=checkpoint_every, deterministic=deterministic, sync=sync, local_steps=local_steps,
             max_restarts=max_restarts, block_s=block_min * 60, budget_usd=budget, seed=seed,
             preemptions=PreemptionSchedule(events, preempt_rate, notice, seed),

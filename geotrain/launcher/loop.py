@@ -47,6 +47,7 @@ class LaunchOptions:
     command: tuple[str, ...] = ()  # a user's torchrun-style script instead of a built-in workload
     steps: int = 200
     checkpoint_url: str | None = None  # default: GEOTRAIN_HOME/runs/<run>/checkpoints
+    checkpoint_location: str | None = None  # "cloud/region" of the checkpoint storage (for its traffic cost)
     checkpoint_every: int = 20
     deterministic: bool = False
     sync: str | None = None  # allreduce | local-sgd; default from the plan's strategy

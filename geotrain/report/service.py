@@ -1,0 +1,105 @@
+"""What ``geotrain cost-report`` does: pick runs, build their reports, export them."""
+
+from __future__ import annotations
+
+import csv
+import io
+from dataclasses import asdict, dataclass
+from datetime import datetime, timezone
+
+from geotrain.errors import InputError
+from geotrain.launcher.ledger import Ledger, RunRow
+from geotrain.report.compare import OnDemand, PlanComparison, compare_with_plan, on_demand
+from geotrain.report.costs import CostReport, build_report
+
+
+@dataclass(frozen=True, slots=True)
+class RunCosts:
+    run: RunRow
+    report: CostReport
+    on_demand: OnDemand
+    plan: PlanComparison
+
+
+def select_runs(ledger: Ledger, run_id: str | None, all_runs: bool, since: str | None) -> list[RunRow]:
+    if run_id and (all_runs or since):
+        raise InputError("give a run id, or --all, or --since, not several")
+    if run_id:
+        return [ledger.run(run_id)]
+    runs = ledger.runs()
+    if since:
+        try:
+            cutoff = datetime.fromisoformat(since)
+        except ValueError:
+            raise InputError(f"--since: {since!r} is not a date (YYYY-MM-DD or ISO 8601)") from None
+        if cutoff.tzinfo is None:
+            cutoff = cutoff.replace(tzinfo=timezone.utc)
+        runs = [r for r in runs if datetime.fromisoformat(r.created_at) >= cutoff]
+    elif not all_runs:
+        runs = runs[-1:]
+    if not runs:
+        raise InputError("no run to report on" + (f" since {since}" if since else "") +
+                         "; see `geotrain status`")
+    return runs
+
+
+def cost_reports(run_id: str | None = None, *, all_runs: bool = False, since: str | None = None,
+                 ledger: Ledger | None = None) -> list[RunCosts]:
+    from geotrain.pricing.snapshot import SnapshotStore
+
+    ledger = ledger or Ledger()
+    store = SnapshotStore()
+    out = []
+    for run in select_runs(ledger, run_id, all_runs, since):
+        report = build_report(ledger, run)
+        snapshot = store.load(_snapshot_id(run))
+        out.append(RunCosts(run, report, on_demand(report, snapshot), compare_with_plan(report, run)))
+    return out
+
+
+def _snapshot_id(run: RunRow) -> str:
+    import json
+
+    return json.loads(run.plan_json).get("snapshot_id", "bundled")
+
+
+def to_record(costs: RunCosts) -> dict:
+    r = costs.report
+    return {
+        "run_id": r.run_id, "status": r.status, "running": r.running,
+        "started_at": datetime.fromtimestamp(r.started_at, timezone.utc).isoformat(),
+        "ended_at": datetime.fromtimestamp(r.ended_at, timezone.utc).isoformat(),
+        "total_usd": r.total_usd, "compute_usd": r.compute_usd, "egress_usd": r.egress_usd,
+        "storage_usd": r.storage_usd, "usd_per_hour": r.usd_per_hour, "samples": r.samples,
+        "samples_per_s": r.samples_per_s, "usd_per_million_samples": r.usd_per_million_samples,
+        "by_cloud": r.by_cloud, "by_region": r.by_region, "by_market": r.by_market, "by_kind": r.by_kind,
+        "nodes": [asdict(n) for n in r.nodes], "links": [asdict(link) for link in r.links],
+        "storage": {"gb_written": r.storage_gb_written, "gb_read": r.storage_gb_read, "note": r.storage_note},
+        "interruptions": asdict(r.interruptions),
+        "on_demand": {"usd": costs.on_demand.usd, "usd_without_interruptions": costs.on_demand.usd_without_interruptions,
+                      "saving": costs.on_demand.saving(r.total_usd), "offers_without_on_demand_price":
+                      list(costs.on_demand.missing)},
+        "plan": asdict(costs.plan),
+    }
+
+
+CSV_COLUMNS = ("run_id", "kind", "item", "cloud", "region", "market", "quantity", "unit", "usd")
+
+
+def to_csv(all_costs: list[RunCosts]) -> str:
+    """One row per cost item: node (node-hours), link (GB), storage (GB); plus a total per run."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(CSV_COLUMNS)
+    for costs in all_costs:
+        r = costs.report
+        for n in r.nodes:
+            writer.writerow([r.run_id, "compute", n.node_id, n.cloud, n.region, n.market, f"{n.hours:.6f}",
+                             "node-hours", f"{n.usd:.6f}"])
+        for link in r.links:
+            writer.writerow([r.run_id, "egress", f"{link.src_node}->{link.dst_node} ({link.link_class})",
+                             link.src_cloud, "", "", f"{link.gb:.6f}", "GB", f"{link.usd:.6f}"])
+        writer.writerow([r.run_id, "storage", "checkpoints", "", "", "",
+                         f"{r.storage_gb_written + r.storage_gb_read:.6f}", "GB", f"{r.storage_usd:.6f}"])
+        writer.writerow([r.run_id, "total", "", "", "", "", "", "", f"{r.total_usd:.6f}"])
+    return buffer.getvalue()
