@@ -119,7 +119,14 @@ def test_three_preemptions_recover_to_the_same_weights(plan, reference, tmp_path
     assert "notice" in kinds and kinds.count("generation_started") >= 4
     assert kinds.count("checkpoint_restored") >= 3 and kinds[-1] == "completed"
     restored = [e for e in ledger.events(run_id, kinds=("checkpoint_restored",))]
-    assert any(e.detail["rejected"] for e in restored), "the torn checkpoint was seen and skipped"
+    # the write that was cut short never committed, and the next generation did not resume from it
+    started = {(e.node_id, e.detail["step"]): e.at for e in ledger.events(run_id, kinds=("checkpoint_write_started",))}
+    saved = {(e.node_id, e.detail["step"]) for e in ledger.events(run_id, kinds=("checkpoint_saved",))}
+    torn = [(key, at) for key, at in started.items() if key not in saved]
+    assert torn, "a checkpoint write was interrupted"
+    (_, torn_step), torn_at = torn[0]
+    after = [e.detail["step"] for e in restored if e.at > torn_at]
+    assert after and after[0] < torn_step
     notice = next(e for e in ledger.events(run_id) if e.kind == "notice")
     emergency = [e for e in ledger.events(run_id, kinds=("checkpoint_saved",)) if e.detail["purpose"] == "emergency"]
     assert emergency and emergency[0].node_id == notice.node_id
