@@ -45,14 +45,15 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp_name)
         raise
-    _fsync_dir(path.parent)
+    fsync_dir(path.parent)
 
 
 def atomic_write_text(path: Path, text: str) -> None:
     atomic_write_bytes(path, text.encode("utf-8"))
 
 
-def _fsync_dir(directory: Path) -> None:
+def fsync_dir(directory: Path | str) -> None:
+    """Make a rename in ``directory`` durable (best effort where the file system cannot)."""
     try:
         fd = os.open(directory, os.O_RDONLY)
     except OSError:  # some file systems do not allow opening a directory

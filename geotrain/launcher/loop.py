@@ -27,93 +27,20 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 
 from geotrain.domain import Offer, Plan
-from geotrain.errors import GeotrainError, InfeasibleError, RunError
+from geotrain.errors import GeotrainError, RunError
 from geotrain.files import atomic_write_text, geotrain_home
 from geotrain.launcher.ledger import Ledger
-from geotrain.launcher.preemptions import PreemptionSchedule, RateClock, schedule_from_dict
+from geotrain.launcher.injector import Injector
+from geotrain.launcher.options import LaunchOptions, RunOutcome, Status
 from geotrain.providers.base import LaunchRequest, NodeInfo, NodeProcess, NodeState, Provider
 from geotrain.pricing.records import offer_record
+from geotrain.procs import environ_has
 
 PEER_LOST = 75
-
-
-@dataclass(frozen=True, slots=True)
-class LaunchOptions:
-    workload: str = "tiny-cnn"
-    command: tuple[str, ...] = ()  # a user's torchrun-style script instead of a built-in workload
-    steps: int = 200
-    checkpoint_url: str | None = None  # default: GEOTRAIN_HOME/runs/<run>/checkpoints
-    checkpoint_location: str | None = None  # "cloud/region" of the checkpoint storage (for its traffic cost)
-    checkpoint_every: int = 20
-    deterministic: bool = False
-    sync: str | None = None  # allreduce | local-sgd; default from the plan's strategy
-    local_steps: int = 8
-    micro_batches: int = 8
-    lr: float = 0.05
-    momentum: float = 0.9
-    seed: int = 0
-    progress_every: int = 5
-    max_restarts: int = 3
-    block_s: float = 600.0
-    replan: bool = True
-    budget_usd: float | None = None  # for the whole run
-    preemptions: PreemptionSchedule = field(default_factory=PreemptionSchedule)
-    collective_timeout_s: float = 60.0
-    poll_s: float = 0.1
-
-    def to_dict(self) -> dict:
-        data = asdict(self)
-        data["command"] = list(self.command)
-        data["preemptions"] = self.preemptions.to_dict()
-        return data
-
-    @classmethod
-    def from_dict(cls, data: dict) -> LaunchOptions:
-        data = dict(data)
-        data["command"] = tuple(data.get("command") or ())
-        data["preemptions"] = schedule_from_dict(data.get("preemptions") or {})
-        return cls(**data)
-
-    def sync_for(self, plan: Plan) -> str:
-        if self.sync:
-            return self.sync
-        return "allreduce" if plan.job.strategy.value == "allreduce" else "local-sgd"
-
-
-@dataclass
-class Status:
-    """What the live display shows; refreshed by the loop."""
-
-    run_id: str
-    generation: int = 0
-    step: int = 0
-    target_steps: int = 0
-    samples: int = 0
-    samples_per_s: float | None = None
-    loss: float | None = None
-    nodes_by_region: dict[str, int] = field(default_factory=dict)
-    usd_so_far: float = 0.0
-    preemptions: int = 0
-    restarts: int = 0
-    events: list[str] = field(default_factory=list)
-
-
-@dataclass(frozen=True, slots=True)
-class RunOutcome:
-    run_id: str
-    status: str  # completed | stopped | failed
-    reason: str
-    steps: int
-    generations: int
-    preemptions: int
-    restarts: int
-    usd: float
-    wall_s: float
-    checkpoint_url: str
 
 
 class Launcher:
@@ -137,7 +64,7 @@ class Launcher:
         self.training_started_at: float | None = None
         self._stop_reason: str | None = None
         self._procs: dict[str, NodeProcess] = {}
-        self._members: list[NodeInfo] = []
+        self.members: list[NodeInfo] = []
         self._store = None
         self.workdir = Path.cwd()  # a user's command runs where the launcher was started
         self.status = Status("")
@@ -184,7 +111,7 @@ class Launcher:
         self.restarts = len(self.ledger.events(run_id, kinds=("worker_failed",)))
         if generations:
             _kill_stale_workers(generations[-1].detail.get("pids", {}), run_id)
-        adopted = [n.node_id for n in self._alive()]
+        adopted = [n.node_id for n in self.alive_nodes()]
         self.ledger.event(run_id, "resumed", adopted=adopted, launcher_pid=os.getpid())
 
     def request_stop(self, reason: str) -> None:
@@ -200,7 +127,7 @@ class Launcher:
             for sig in previous:
                 signal.signal(sig, lambda s, f: self.request_stop("interrupted" if s == signal.SIGINT else "stopped"))
         self._store = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)
-        injector = _Injector(self)
+        injector = Injector(self)
         injector.start()
         try:
             return self._loop()
@@ -264,11 +191,11 @@ class Launcher:
 
     # -- nodes ----------------------------------------------------------------------------------
 
-    def _alive(self) -> list[NodeInfo]:
+    def alive_nodes(self) -> list[NodeInfo]:
         return [n for n in self.provider.list(self.run_id) if n.state == NodeState.RUNNING]
 
     def _ensure_nodes(self) -> list[NodeInfo]:
-        alive = self._alive()
+        alive = self.alive_nodes()
         have = Counter(n.offer_id for n in alive)
         launched_before = Counter(row.offer_id for row in self.ledger.nodes(self.run_id))
         for offer_id, count in sorted(self.wanted.items()):
@@ -284,7 +211,7 @@ class Launcher:
                 )
                 self.ledger.add_price(offer_id, offer.price_usd_per_hour, f"launch {self.run_id}")
                 self.ledger.event(self.run_id, "launched", node_id=node.node_id, offer_id=offer_id)
-        return sorted(self._alive(), key=lambda n: (n.location.region_scope, n.location.zone, n.node_id))
+        return sorted(self.alive_nodes(), key=lambda n: (n.location.region_scope, n.location.zone, n.node_id))
 
     def _terminate_all(self, reason: str) -> None:
         self._kill_workers()
@@ -297,7 +224,7 @@ class Launcher:
     # -- generations ----------------------------------------------------------------------------
 
     def _start_generation(self, members: list[NodeInfo]) -> None:
-        self._members = members
+        self.members = members
         world = len(members)
         sync = self.options.sync_for(self.plan)
         micro = max(self.options.micro_batches, world)
@@ -342,7 +269,7 @@ class Launcher:
                           pids={node_id: p.pid for node_id, p in self._procs.items()})
 
     def _watch(self) -> tuple[str, object]:
-        members = {n.node_id for n in self._members}
+        members = {n.node_id for n in self.members}
         last_list = 0.0
         while True:
             time.sleep(self.options.poll_s)
@@ -401,7 +328,7 @@ class Launcher:
             scope = node.location.zone_scope
             self.blocked[scope] = now + self.options.block_s
             self.ledger.event(self.run_id, "blocked", scope=scope, until=self.blocked[scope])
-        survivors = Counter(n.offer_id for n in self._alive())
+        survivors = Counter(n.offer_id for n in self.alive_nodes())
         if self.options.replan:
             self._replan(survivors)
         else:
@@ -464,7 +391,7 @@ class Launcher:
         last = self.ledger.last_progress(self.run_id)
         if last is not None:
             _, _, s.step, s.samples, s.loss, s.samples_per_s, _ = last
-        alive = self._members
+        alive = self.members
         s.nodes_by_region = dict(Counter(n.location.region_scope for n in alive))
         s.usd_so_far = run_cost_so_far(self.ledger, self.run_id)
         s.preemptions, s.restarts = self.preemptions, self.restarts
@@ -479,85 +406,6 @@ def run_cost_so_far(ledger: Ledger, run_id: str) -> float:
     now = time.time()
     return sum(((row.ended_at or now) - row.launched_at) / 3600 * row.price_usd_per_hour
                for row in ledger.nodes(run_id))
-
-
-class _Injector(threading.Thread):
-    """Executes the run's preemption schedule against the provider (local provider: real kills)."""
-
-    def __init__(self, launcher: Launcher) -> None:
-        super().__init__(name="geotrain-preemptions", daemon=True)
-        self.launcher = launcher
-        self.schedule = launcher.options.preemptions
-        self.pending = list(self.schedule.events)
-        self.clock = RateClock(self.schedule.rate_per_node_hour or 0.0, self.schedule.seed)
-        self.next_rate_at: float | None = None
-        self._halt = threading.Event()
-        self._seen_event = 0
-
-    def stop(self) -> None:
-        self._halt.set()
-        self.join(timeout=5)
-
-    def run(self) -> None:
-        la = self.launcher
-        preempt = getattr(la.provider, "preempt", None)
-        if preempt is None or self.schedule.is_empty():
-            return
-        while not self._halt.wait(0.05):
-            if la.training_started_at is None:
-                continue
-            elapsed = time.time() - la.training_started_at
-            writing, writing_step = None, -1
-            for event in la.ledger.events(la.run_id, after_id=self._seen_event, kinds=("checkpoint_write_started",)):
-                writing, writing_step = event.node_id, event.detail.get("step", 0)
-                self._seen_event = event.id
-            last = la.ledger.last_progress(la.run_id)
-            step = last[2] if last else 0
-            for event in list(self.pending):
-                if event.during_checkpoint:
-                    fire = writing is not None and writing_step >= (event.at_step or 0)
-                else:
-                    fire = ((event.at_s is not None and elapsed >= event.at_s)
-                            or (event.at_step is not None and step >= event.at_step))
-                if fire:
-                    target = self._pick(event, writing)
-                    if target is None:
-                        continue
-                    self.pending.remove(event)
-                    self._fire(preempt, target, event.notice_s)
-            if self.schedule.rate_per_node_hour:
-                alive = la._members
-                if self.next_rate_at is None:
-                    self.next_rate_at = self.clock.next_after(elapsed, len(alive))
-                elif elapsed >= self.next_rate_at:
-                    up = {n.node_id for n in la._alive()}
-                    live = [n for n in alive if n.node_id in up]
-                    if live:
-                        node = live[int(self.clock.rng.random() * len(live))]
-                        self._fire(preempt, node.node_id, None)
-                    self.next_rate_at = self.clock.next_after(elapsed, len(alive))
-
-    def _pick(self, event, writing: str | None) -> str | None:  # noqa: ANN001
-        live = {n.node_id for n in self.launcher._alive()}
-        members = [n.node_id for n in self.launcher._members if n.node_id in live]
-        if not members:
-            return None
-        if isinstance(event.node, str):
-            return event.node if event.node in members else None
-        if isinstance(event.node, int):
-            return members[event.node % len(members)]
-        if event.during_checkpoint:
-            return writing
-        return members[-1]
-
-    def _fire(self, preempt, node_id: str, notice_s: float | None) -> None:  # noqa: ANN001
-        notice = self.schedule.notice_s if notice_s is None else notice_s
-        la = self.launcher
-        la.ledger.event(la.run_id, "preemption_injected", node_id=node_id, notice_s=notice)
-        try:
-            preempt(node_id, notice_s=notice)
-        except GeotrainError as exc:
-            la.ledger.event(la.run_id, "preemption_failed", node_id=node_id, reason=str(exc))
 
 
 def _node_dir(provider: Provider, node_id: str) -> Path | None:
@@ -588,11 +436,7 @@ def _offer_from_record(record: dict) -> Offer:
 def _kill_stale_workers(pids: dict[str, int], run_id: str) -> None:
     """Kill workers of the previous launcher's last generation that still run (checked by run id)."""
     for pid in pids.values():
-        try:
-            environ = Path(f"/proc/{pid}/environ").read_bytes()
-        except OSError:
-            continue
-        if f"GEOTRAIN_RUN_ID={run_id}".encode() in environ.split(b"\0"):
+        if environ_has(pid, "GEOTRAIN_RUN_ID", run_id):
             try:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:

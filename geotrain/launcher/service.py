@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from geotrain.errors import InputError, NotFoundError
+from geotrain.procs import pid_alive
 from geotrain.launcher.ledger import Ledger
 from geotrain.launcher.loop import LaunchOptions, Launcher, RunOutcome, Status, run_cost_so_far
 from geotrain.planning.planfile import load_plan, plan_from_dict
@@ -46,7 +47,7 @@ def resume(run_id: str, *, on_status: Callable[[Status], None] | None = None) ->
     row = ledger.run(run_id)
     if row.status in ("completed", "stopped"):
         raise InputError(f"run {run_id} is {row.status}; nothing to resume")
-    if row.launcher_pid and _alive(row.launcher_pid) and row.status == "running" and row.launcher_pid != os.getpid():
+    if row.launcher_pid and pid_alive(row.launcher_pid) and row.status == "running" and row.launcher_pid != os.getpid():
         raise InputError(f"run {run_id} still has a launcher (pid {row.launcher_pid}); stop it first or wait")
     plan = plan_from_dict(json.loads(row.plan_json), f"ledger run {run_id}")
     options = LaunchOptions.from_dict(json.loads(row.options_json))
@@ -96,7 +97,7 @@ def status(run_id: str | None = None) -> list[RunSummary]:
 
 
 def _effective_status(row) -> str:  # noqa: ANN001
-    if row.status == "running" and row.launcher_pid and not _alive(row.launcher_pid):
+    if row.status == "running" and row.launcher_pid and not pid_alive(row.launcher_pid):
         return "orphaned (launcher gone; `geotrain launch --resume` or `geotrain stop`)"
     return row.status
 
@@ -105,7 +106,7 @@ def stop(run_id: str, *, wait_s: float = 30.0) -> str:
     """Stop a run: ask its launcher to stop, or, when the launcher is gone, terminate its nodes here."""
     ledger = Ledger()
     row = ledger.run(run_id)
-    if row.launcher_pid and _alive(row.launcher_pid) and row.launcher_pid != os.getpid() and row.status == "running":
+    if row.launcher_pid and pid_alive(row.launcher_pid) and row.launcher_pid != os.getpid() and row.status == "running":
         os.kill(row.launcher_pid, signal.SIGTERM)
         deadline = time.time() + wait_s
         while time.time() < deadline:
@@ -124,20 +125,6 @@ def stop(run_id: str, *, wait_s: float = 30.0) -> str:
         ledger.finish_run(run_id, "stopped", "geotrain stop")
         ledger.event(run_id, "stopped", reason="geotrain stop")
     return f"stopped run {run_id}: terminated {terminated} node{'s' if terminated != 1 else ''}"
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0]
-        return state != "Z"
-    except OSError:
-        return True
 
 
 def latest_run() -> str:

@@ -19,7 +19,6 @@ from geotrain.domain import (
 from geotrain.errors import InfeasibleError, InputError
 from geotrain.perf.describe import bottleneck_words
 from geotrain.perf.model import DataSource, Estimate, PerfModel, bundled_fit, make_strategy
-from geotrain.perf.network import NetworkModel
 from geotrain.perf.workloads import Workload, WorkloadRegistry
 from geotrain.planning.candidates import CandidateSet, build_candidates
 from geotrain.planning.oracle import PerfOracle

@@ -52,6 +52,7 @@ from typing import Any
 from geotrain.domain import Continent, Location, Offer
 from geotrain.errors import NotFoundError, ProviderError
 from geotrain.files import atomic_write_text, geotrain_home
+from geotrain.procs import HAS_PROC, group_alive, proc_stat
 from geotrain.providers.base import Capabilities, LaunchRequest, NodeInfo, NodeState
 
 STATE_VERSION = 1
@@ -62,7 +63,6 @@ ADDRESS = "127.0.0.1"
 AGENT_READY_TIMEOUT_S = 30.0  # python start-up on a loaded 2-core machine, with margin
 KILL_WAIT_S = 5.0  # how long terminate waits for a killed group to disappear
 
-_HAS_PROC = Path("/proc/self/stat").exists()
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])  # the directory that holds geotrain/
 
 
@@ -394,8 +394,8 @@ class LocalProvider:
         if agent is not None:
             return agent.poll() is None
         pid = rec["pid"]
-        if _HAS_PROC:
-            stat = _proc_stat(pid)
+        if HAS_PROC:
+            stat = proc_stat(pid)
             if stat is None:
                 return False
             proc_state, pgrp, start = stat
@@ -410,11 +410,11 @@ class LocalProvider:
 
     def _kill_group(self, rec: dict[str, Any]) -> None:
         pgid = rec["pgid"]
-        if _HAS_PROC and not self._agent_alive(rec):
+        if HAS_PROC and not self._agent_alive(rec):
             # While any member of our group lives, the kernel keeps the number pgid allocated, so
             # a *different* process with pid == pgid means our group is empty and the number was
             # recycled: signalling the group would hit a stranger's processes.
-            stat = _proc_stat(pgid)
+            stat = proc_stat(pgid)
             if stat is not None and stat[2] != rec["start_ticks"]:
                 return
         with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -423,7 +423,7 @@ class LocalProvider:
     def _wait_gone(self, node_id: str, pgid: int) -> bool:
         deadline = time.monotonic() + KILL_WAIT_S
         while True:
-            if not _group_alive(pgid):
+            if not group_alive(pgid):
                 self._reap(node_id)  # dead by now: reaping leaves no zombie of ours in the group
                 return True
             if time.monotonic() > deadline:
@@ -492,38 +492,9 @@ def _now() -> datetime:
     return datetime.now(timezone.utc)
 
 
-def _proc_stat(pid: int) -> tuple[str, int, int] | None:
-    """(state, process group, start time in clock ticks) from /proc, or None if there is no such pid."""
-    try:
-        data = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    fields = data[data.rindex(")") + 2:].split()  # after "pid (comm) "; comm may hold spaces
-    # fields[0] is field 3 of proc(5): state; 5 pgrp → [2]; 22 starttime → [19]
-    return fields[0], int(fields[2]), int(fields[19])
-
-
 def _start_ticks(pid: int) -> int | None:
-    stat = _proc_stat(pid) if _HAS_PROC else None
+    stat = proc_stat(pid) if HAS_PROC else None
     return stat[2] if stat else None
-
-
-def _group_alive(pgid: int) -> bool:
-    """Whether any process of group ``pgid`` still runs (zombies do not count)."""
-    if not _HAS_PROC:
-        try:
-            os.killpg(pgid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            return True
-        return True
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            stat = _proc_stat(int(name))
-            if stat is not None and stat[1] == pgid and stat[0] not in "ZX":
-                return True
-    return False
 
 
 def _tail(path: Path, limit: int = 2000) -> str:

@@ -50,6 +50,7 @@ import torch
 from fsspec.implementations.local import LocalFileSystem
 
 from geotrain.errors import InputError
+from geotrain.files import fsync_dir
 
 FORMAT_VERSION = 1
 DATA_NAME = "state.pt"
@@ -265,7 +266,7 @@ class CheckpointStore:
                 with contextlib.suppress(OSError):
                     os.unlink(tmp)
                 raise
-            _fsync_dir(os.path.dirname(path))
+            fsync_dir(os.path.dirname(path))
         else:
             try:
                 self._fs.pipe_file(tmp, data)
@@ -440,16 +441,3 @@ def _json_bytes(value: dict) -> bytes:
 
 def _utc_now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-def _fsync_dir(directory: str) -> None:
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:  # some file systems do not allow opening a directory
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
