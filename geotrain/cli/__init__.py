@@ -33,6 +33,20 @@ class GeotrainGroup(TyperGroup):
         except KeyboardInterrupt:
             click.echo("interrupted", err=True)
             ctx.exit(EXIT_INTERRUPTED)
+        except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
+            raise
+        except OSError as exc:  # a file or device the user pointed at
+            if _debug(ctx):
+                traceback.print_exc()
+            where = f" ({exc.filename})" if getattr(exc, "filename", None) else ""
+            click.echo(f"error: {exc.strerror or exc}{where}; check the path and its permissions", err=True)
+            ctx.exit(2)
+        except Exception as exc:  # noqa: BLE001 - the last line of defence: no traceback without --debug
+            if _debug(ctx):
+                traceback.print_exc()
+            click.echo(f"error: internal error ({type(exc).__name__}: {exc}); rerun with --debug for the "
+                       "traceback and report it", err=True)
+            ctx.exit(1)
 
 
 def _debug(ctx: click.Context) -> bool:
