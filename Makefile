@@ -6,7 +6,7 @@
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
-# CPU-only machines elsewhere: make test TORCH="torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu"
+# CPU-only machines elsewhere: make demo (or test) TORCH="torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu"
 TORCH  ?= torch==2.13.0
 PIP    := $(BIN)/python -m pip install --quiet --disable-pip-version-check
 
@@ -32,6 +32,7 @@ bench: $(VENV)/.test-installed
 	$(BIN)/python bench/startup.py
 	$(BIN)/python bench/perf_model.py
 	$(BIN)/python bench/plan.py
+	$(BIN)/python bench/launch.py
 
 # Rebuild the bundled data from ../shared/data (see the PROVENANCE.md files) and refit the model.
 data: $(VENV)/.demo-installed
@@ -43,7 +44,8 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
 $(VENV)/.demo-installed: pyproject.toml | $(BIN)/python
-	$(PIP) -e .
+	$(PIP) $(TORCH)
+	$(PIP) -e '.[train,plot]'
 	@touch $@
 
 $(VENV)/.test-installed: pyproject.toml | $(BIN)/python

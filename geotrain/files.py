@@ -4,7 +4,8 @@
 picks (e.g. ``~/.local/share/geotrain`` on Linux). Every write goes through
 :func:`atomic_write_bytes`: a temporary file in the same directory, fsync, rename, fsync of the
 directory. A reader therefore sees the old file or the new one, never a torn one, and a failed write
-leaves what was on disk untouched.
+leaves what was on disk untouched. The new file keeps the mode of the one it replaces, or gets the
+mode a plain ``open`` would give it (0666 less the umask).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.fchmod(fd, _mode_for(path))
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
@@ -46,6 +48,15 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
             os.unlink(tmp_name)
         raise
     fsync_dir(path.parent)
+
+
+def _mode_for(path: Path) -> int:
+    try:
+        return path.stat().st_mode & 0o7777
+    except OSError:
+        umask = os.umask(0o022)
+        os.umask(umask)
+        return 0o666 & ~umask
 
 
 def atomic_write_text(path: Path, text: str) -> None:

@@ -33,7 +33,8 @@ class GeotrainGroup(TyperGroup):
         except KeyboardInterrupt:
             click.echo("interrupted", err=True)
             ctx.exit(EXIT_INTERRUPTED)
-        except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
+        except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort, typer.Exit,
+                typer.Abort):
             raise
         except OSError as exc:  # a file or device the user pointed at
             if _debug(ctx):

@@ -37,7 +37,9 @@ def launch(
     as_json: bool = typer.Option(False, "--json", help="Print the outcome as JSON."),
 ) -> None:
     """Boot the plan's nodes, train on them, survive preemptions. After `--`, a user's torchrun-style command."""
-    from geotrain.errors import InputError
+    from geotrain.errors import EXIT_INTERRUPTED, InputError
+
+    _require_train_extra()
     from geotrain.launcher import service
     from geotrain.launcher.loop import LaunchOptions
     from geotrain.launcher.preemptions import PreemptionSchedule, load_trace, parse_times
@@ -74,11 +76,25 @@ def launch(
                                  on_start=lambda run_id: console().print(f"run {run_id} started"))
     if as_json:
         print_json(outcome.__dict__ if hasattr(outcome, "__dict__") else _fields(outcome))
-        return
-    console().print(f"run {outcome.run_id} {outcome.status}: {outcome.reason}; {outcome.steps} steps in "
-                    f"{outcome.generations} generation(s), {outcome.preemptions} preemption(s), "
-                    f"{outcome.restarts} restart(s), {usd(outcome.usd, 4)} in {outcome.wall_s:.1f} s; "
-                    f"checkpoints in {outcome.checkpoint_url}")
+    else:
+        console().print(f"run {outcome.run_id} {outcome.status}: {outcome.reason}; {outcome.steps} steps in "
+                        f"{outcome.generations} generation(s), {outcome.preemptions} preemption(s), "
+                        f"{outcome.restarts} restart(s), {usd(outcome.usd, 4)} in {outcome.wall_s:.1f} s; "
+                        f"checkpoints in {outcome.checkpoint_url}")
+    if outcome.status == "stopped" and outcome.reason == "interrupted":
+        raise typer.Exit(EXIT_INTERRUPTED)
+
+
+def _require_train_extra() -> None:
+    """Training needs torch and fsspec; say how to get them before anything starts."""
+    import importlib.util
+
+    from geotrain.errors import InputError
+
+    missing = [name for name in ("torch", "fsspec") if importlib.util.find_spec(name) is None]
+    if missing:
+        raise InputError(f"launch needs {' and '.join(missing)}: pip install 'geotrain[train]' "
+                         "(see README, Installing torch)")
 
 
 def _fields(obj) -> dict:  # noqa: ANN001

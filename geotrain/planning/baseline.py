@@ -1,7 +1,8 @@
 """The best single-region homogeneous choice: n nodes of one offer, chosen by the job's objective.
 
 This is what a one-offer tool (SkyPilot's cheapest resource) can do at best; the plan reports how
-much the mix saves against it. Candidates are scanned with the solver's model (fast), the winner is
+much the mix saves against it. For max_throughput, rates within the solver's relative tolerance of
+the best count as equal and the cheapest of them wins, as in the solver's own search. Candidates are scanned with the solver's model (fast), the winner is
 evaluated with the perf model like the plan itself.
 """
 
@@ -18,6 +19,7 @@ def best_homogeneous(ctx: PlanningContext) -> Baseline | None:
     job, problem = ctx.job, ctx.problem
     limits = problem.limits
     best = None  # (score, candidate index, n)
+    fastest: list[tuple[float, float, int, int]] = []  # max_throughput: (rate, cost, candidate index, n)
     for index, cand in enumerate(problem.candidates):
         if cand.minimum and any(c.minimum for j, c in enumerate(problem.candidates) if j != index):
             continue
@@ -39,13 +41,19 @@ def best_homogeneous(ctx: PlanningContext) -> Baseline | None:
                     continue
                 score = (cost, 0.0)
             elif job.objective is Objective.MAX_THROUGHPUT:
-                score = (-rate, cost)
+                fastest.append((rate, cost, index, n))
+                continue
             else:
                 score = (cost / rate, 0.0)
             if best is None or score < best[0]:
                 best = (score, index, n)
             if job.objective is Objective.MIN_COST:
                 break  # more nodes of the same offer only cost more
+    if fastest:
+        top_rate = max(f[0] for f in fastest)
+        near = [f for f in fastest if f[0] >= top_rate * (1 - ctx.options.tolerance)]
+        _, cost, index, n = min(near, key=lambda f: (f[1], -f[0]))
+        best = ((cost, 0.0), index, n)
     if best is None:
         return None
     _, index, n = best

@@ -258,7 +258,8 @@ def assumptions_of(ctx: PlanningContext, estimate: Estimate) -> tuple[str, ...]:
     unknown = [g for g in estimate.groups if g.offer.market.value == "spot"
                and g.offer.interruption.interruptions_per_hour is None]
     if unknown:
-        out.append(f"{sum(g.count for g in unknown)} spot nodes have no interruption figure; "
+        count = sum(g.count for g in unknown)
+        out.append(f"{count} spot node{' has' if count == 1 else 's have'} no interruption figure; "
                    f"{ctx.candidates.default_interruptions_per_hour:.2g}/h assumed (median of known spot rates)")
     estimated = [r for r in estimate.rates if r.estimated]
     if estimated:

@@ -18,6 +18,7 @@ Examples::
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -87,6 +88,15 @@ def _nearby(request: NodeRequest, offers: Sequence[Offer]) -> str:
     if not same_type:
         return (f"no offer of {request.instance_type} on {request.cloud} in the catalog; "
                 "see `geotrain catalog list --cloud " + request.cloud + "`")
+    aws_zone_name = re.fullmatch(r"([a-z]{2}(?:-[a-z]+)+-\d+)[a-z]", request.where) if request.cloud == "aws" else None
+    if aws_zone_name:
+        region = aws_zone_name.group(1)
+        ids = sorted({o.location.zone for o in same_type if o.location.region == region and o.market == request.market
+                      and o.location.zone})
+        return (f"AWS zone names such as {request.where} point at different zones in each account, so prices are "
+                f"kept by AZ id; give the region {region} (its cheapest zone)"
+                + (f" or one of its AZ ids: {', '.join(ids)}" if ids else "")
+                + " (`aws ec2 describe-availability-zones` shows your account's mapping)")
     here = [o for o in same_type if request.where in (o.location.zone, o.location.region)]
     if here:
         markets = sorted({o.market.value for o in here})

@@ -86,6 +86,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import combinations
 
+from geotrain.errors import InputError
 from geotrain.solver import semantics, units
 from geotrain.solver.problem import Problem, finite, share
 from geotrain.solver.result import Solution, SolveStatus
@@ -191,7 +192,8 @@ class TargetModel:
 
         solver = pywraplp.Solver.CreateSolver(self.backend)
         if solver is None:
-            raise RuntimeError(f"OR-Tools has no {self.backend} back end here")
+            raise InputError(f"--backend: this OR-Tools build has no {self.backend} back end; use one of "
+                             f"{', '.join(b for b in BACKENDS if b != self.backend)}")
         solver.SetTimeLimit(int(time_limit_s * 1000))
         b = _Builder(self.tables, solver, target, self.pairs)
         b.build()

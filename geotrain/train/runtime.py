@@ -15,6 +15,9 @@ Checkpoints: every ``checkpoint_every`` steps (by rank 0), when the run ends, an
 preemption notice arrives (by the warned node: with all-reduce every rank holds the whole state; with
 local SGD at the next averaging boundary). A checkpoint holds model, optimizer, RNG states and step.
 
+Backend: nccl with one GPU per rank where this machine has at least as many CUDA devices as the
+generation has ranks, else gloo on the CPU (``pick_backend``).
+
 Exit codes: 0 the run reached its target; 75 a collective failed (a peer was lost); 1 anything else.
 """
 
@@ -30,6 +33,17 @@ from datetime import timedelta
 from pathlib import Path
 
 PEER_LOST = 75
+
+
+def pick_backend(rank: int, world: int, cuda_devices: int) -> tuple[str, str]:
+    """(process-group backend, torch device) for this rank.
+
+    NCCL needs a distinct GPU per rank of a communicator; with fewer GPUs than ranks on this
+    machine every rank trains on the CPU with gloo instead.
+    """
+    if cuda_devices >= world and cuda_devices > 0:
+        return "nccl", f"cuda:{rank % cuda_devices}"
+    return "gloo", "cpu"
 
 
 class NoticeWatch:
@@ -67,6 +81,12 @@ def main(argv: list[str]) -> int:
     run_id, generation = config["run_id"], config["generation"]
     nodes = config["nodes"]
     deterministic = config.get("deterministic", False)
+    cuda_devices = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    backend, device_name = pick_backend(rank, world, cuda_devices)
+    device = torch.device(device_name)
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # deterministic cuBLAS
     if deterministic:
         torch.use_deterministic_algorithms(True)
     notice = NoticeWatch(os.environ.get("GEOTRAIN_NODE_DIR"))
@@ -76,13 +96,13 @@ def main(argv: list[str]) -> int:
                                timeout=timedelta(seconds=60))
     store = dist.PrefixStore(f"gen{generation}/", base_store)
     if world > 1:
-        dist.init_process_group("gloo", store=store, rank=rank, world_size=world,
+        dist.init_process_group(backend, store=store, rank=rank, world_size=world,
                                 timeout=timedelta(seconds=config.get("collective_timeout_s", 60)))
 
     workload = WORKLOADS[config["workload"]]
     torch.manual_seed(config["seed"])
     random.seed(config["seed"])
-    model = workload.build_model()
+    model = workload.build_model().to(device)
     optimizer = torch.optim.SGD(model.parameters(), lr=config["lr"], momentum=config["momentum"])
     ckpt = CheckpointStore(config["checkpoint_url"],
                            write_delay_s=float(os.environ.get("GEOTRAIN_FAULT_CHECKPOINT_DELAY_S", "0")))
@@ -142,7 +162,8 @@ def main(argv: list[str]) -> int:
     window_start, window_step = time.perf_counter(), step
     try:
         while step < target:
-            batches = [workload.batch(config["seed"], step * global_samples + j * m, m) for j in mine]
+            batches = [tuple(t.to(device) for t in workload.batch(config["seed"], step * global_samples + j * m, m))
+                       for j in mine]
             loss = sync.step(StepInput(batches, mine, global_samples, M), optimizer)
             step += 1
             if isinstance(sync, LocalSGDSync):

@@ -104,8 +104,9 @@ class DeterministicSync:
         self.slots = -(-micro_batches // world)  # micro-batches per rank, rounded up
 
     def step(self, inp: StepInput, optimizer: torch.optim.Optimizer) -> float:
-        mine = torch.zeros(self.slots, self.numel)
-        losses = torch.zeros(self.slots)
+        device = self.params[0].device
+        mine = torch.zeros(self.slots, self.numel, device=device)
+        losses = torch.zeros(self.slots, device=device)
         for slot, (x, y) in enumerate(inp.batches):
             optimizer.zero_grad(set_to_none=True)
             loss = self.loss_fn(self.model, x, y)
@@ -121,8 +122,8 @@ class DeterministicSync:
         else:
             gathered, loss_parts = [mine], [losses]
         # micro-batch j lives on rank j % world, in slot j // world: add them up in the order j = 0..M-1
-        total = torch.zeros(self.numel)
-        loss_sum = torch.zeros(())
+        total = torch.zeros(self.numel, device=device)
+        loss_sum = torch.zeros((), device=device)
         for j in range(self.M):
             total += gathered[j % self.world][j // self.world]
             loss_sum += loss_parts[j % self.world][j // self.world]

@@ -93,3 +93,12 @@ def test_show_summary_json():
 def test_unknown_snapshot_exits_2():
     result = run("catalog", "show", "snap-doesnotexist")
     assert result.exit_code == 2 and "no snapshot 'snap-doesnotexist'" in result.stderr
+
+
+def test_every_command_has_help_that_exits_0():
+    commands = [["plan"], ["estimate"], ["launch"], ["status"], ["stop"], ["cost-report"], ["catalog", "list"],
+                ["catalog", "show"], ["catalog", "import"], ["catalog", "use"]]
+    for command in commands:
+        result = run(*command, "--help")
+        assert result.exit_code == 0, (command, result.output)
+        assert "Usage" in result.output and "error" not in result.output, command

@@ -54,3 +54,6 @@ def test_bad_nodes_exit_2_with_one_line():
     assert result.exit_code == 2 and "it is offered in" in result.stderr
     result = runner.invoke(app, ["estimate", "--workload", "nope", "--nodes", "gcp/us-central1-a/n1-standard-8+T4=4"])
     assert result.exit_code == 2 and "unknown workload 'nope'" in result.stderr
+    result = runner.invoke(app, ["estimate", "--workload", "convnext-large", "--nodes", "aws/us-west-2c/g4dn.2xlarge=4"])
+    assert result.exit_code == 2 and len(result.stderr.strip().splitlines()) == 1
+    assert "give the region us-west-2" in result.stderr and "usw2-az1" in result.stderr

@@ -76,6 +76,18 @@ def test_atomic_write_keeps_old_content_on_failure(tmp_path):
     assert os.listdir(tmp_path) == ["offers.csv"]  # no temp file left behind
 
 
+def test_atomic_write_gives_the_mode_of_a_plain_open_and_keeps_an_existing_one(tmp_path):
+    old = os.umask(0o027)
+    try:
+        atomic_write_bytes(tmp_path / "plan.json", b"{}")
+        assert (tmp_path / "plan.json").stat().st_mode & 0o777 == 0o640
+        (tmp_path / "plan.json").chmod(0o604)
+        atomic_write_bytes(tmp_path / "plan.json", b"{ }")
+        assert (tmp_path / "plan.json").stat().st_mode & 0o777 == 0o604
+    finally:
+        os.umask(old)
+
+
 def test_merge_replaces_same_key_and_keeps_the_rest():
     base = PriceSnapshot.from_table(offer_table(*ROWS), label="base")
     update = offer_table(dict(ROWS[0], price_usd_per_hour=0.2),
