@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -191,6 +192,22 @@ def test_stop_terminates_every_node(plan, tmp_path):
     assert result.returncode == 0, result.stderr
     proc.wait(timeout=30)
     assert ledger.run(run_id).status == "stopped"
+    assert_no_orphans(run_id)
+
+
+def test_ctrl_c_stops_a_local_sgd_run_with_exit_130_and_no_node_left(plan, tmp_path):
+    path = tmp_path / "plan.json"
+    save_plan(plan, path)
+    proc = _launch_process(path, tmp_path / "ckpt", ["--steps", "100000", "--sync", "local-sgd", "--local-steps", "2"])
+    ledger = Ledger()
+    run_id = _wait_step(ledger, 4)
+    proc.send_signal(signal.SIGINT)
+    output, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 130, output
+    assert b"Traceback" not in output
+    run = ledger.run(run_id)
+    assert run.status == "stopped" and run.reason == "interrupted"
+    assert ledger.link_bytes(run_id), "local SGD recorded its traffic"
     assert_no_orphans(run_id)
 
 
