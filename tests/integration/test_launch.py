@@ -244,3 +244,46 @@ def test_user_script_runs_unchanged_and_errors_use_the_restart_budget(plan, tmp_
     assert len(Ledger().events(run_id, kinds=("worker_failed",))) == 3  # two restarts, then it gives up
     assert Ledger().run(run_id).status == "failed"
     assert_no_orphans(run_id)
+
+
+def test_user_script_hears_the_notice_saves_and_resumes_in_the_next_generation(plan, tmp_path, monkeypatch):
+    script = tmp_path / "train.py"
+    script.write_text(textwrap.dedent("""
+        import json, os, sys, time, torch
+        from geotrain.train import api
+        info, store, out = api.run_info(), api.checkpoint_store(), os.environ["OUT"]
+        latest = store.latest()
+        if latest is not None:  # a later generation: resume from the script's own checkpoint
+            state = store.load(latest)
+            with open(os.path.join(out, f"resumed-g{info['generation']}-r{info['rank']}.json"), "w") as f:
+                json.dump({"step": latest.step, "w": float(state["w"]), "world": info["world_size"]}, f)
+            sys.exit(0)
+        heard = []
+        api.on_preemption_notice(lambda: heard.append("signal"))
+        saved = False
+        for _ in range(1200):
+            if not saved and (heard or api.preemption_notice() is not None):
+                store.save(7, {"w": torch.tensor(3.5)}, meta={"rank": info["rank"]})
+                with open(os.path.join(out, f"noticed-r{info['rank']}.json"), "w") as f:
+                    json.dump({"deadline": api.preemption_notice(), "how": heard}, f)
+                saved = True
+            time.sleep(0.05)
+        sys.exit(1)  # not preempted within a minute
+    """))
+    out = tmp_path / "out"
+    out.mkdir()
+    monkeypatch.setenv("OUT", str(out))
+    schedule = PreemptionSchedule((PreemptionEvent(at_s=4, node=1, notice_s=3),))
+    launcher = Launcher(plan, LocalProvider(), options=options(tmp_path, command=(sys.executable, str(script)),
+                                                                preemptions=schedule))
+    run_id = launcher.start()
+    outcome = launcher.run()
+    assert outcome.status == "completed" and outcome.preemptions == 1
+    noticed = [json.loads(p.read_text()) for p in out.glob("noticed-r*.json")]
+    assert [p.name for p in out.glob("noticed-r*.json")] == ["noticed-r1.json"]  # only the warned node
+    assert noticed[0]["deadline"] is not None
+    resumed = [json.loads(p.read_text()) for p in sorted(out.glob("resumed-g*.json"))]
+    world = resumed[0]["world"]  # a replacement node may have been launched
+    assert len(resumed) == world and all(r == {"step": 7, "w": 3.5, "world": world} for r in resumed)
+    assert all(not p.name.startswith("resumed-g0-") for p in out.glob("resumed-g*.json"))
+    assert_no_orphans(run_id)
