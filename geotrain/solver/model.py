@@ -172,9 +172,19 @@ class TargetModel:
         start = time.perf_counter()
         iterations = 0
         deadline = start + self.time_limit_s
+        backend = self.backend
         while True:
             iterations += 1
-            status, counts, bound = self._solve_once(target, max(1.0, deadline - time.perf_counter()))
+            status, counts, bound = self._solve_once(target, max(1.0, deadline - time.perf_counter()), backend)
+            if counts is not None and not self._meets(counts, target):
+                # a back end returned a mix that breaks the model (seen with CBC on rare instances):
+                # solve this target again with the other back end; if that fails too, report an error
+                other = next((b for b in BACKENDS if b != backend), None)
+                if backend != self.backend or other is None:
+                    return Solution(SolveStatus.ERROR, None, None, None, time.perf_counter() - start, iterations,
+                                    target)
+                backend = other
+                continue
             if status not in (SolveStatus.OPTIMAL, SolveStatus.FEASIBLE):
                 return Solution(status, None, None, bound, time.perf_counter() - start, iterations, target)
             used = sorted({c.region for c, n in zip(self.problem.candidates, counts, strict=True) if n})
@@ -187,13 +197,26 @@ class TargetModel:
             self.pairs |= missing | {tuple(sorted((q, other))) for q in used for other in self.tables.regions
                                      if other != q}
 
-    def _solve_once(self, target: float, time_limit_s: float) -> tuple[SolveStatus, tuple[int, ...] | None, float | None]:
+    def _meets(self, counts: tuple[int, ...], target: float) -> bool:
+        """Whether ``counts`` keeps the limits and reaches ``target`` by :mod:`semantics` (pairs whose
+        terms are not in the model yet are left to the lazy loop)."""
+        problem = self.problem
+        if not semantics.structurally_feasible(problem, counts):
+            return False
+        used = sorted({c.region for c, n in zip(problem.candidates, counts, strict=True) if n})
+        if any(pair not in self.pairs for pair in combinations(used, 2)):
+            return True
+        rate = semantics.rate_within_budget(problem, counts)
+        return rate >= target * (1 - 1e-6)
+
+    def _solve_once(self, target: float, time_limit_s: float,
+                    backend: str) -> tuple[SolveStatus, tuple[int, ...] | None, float | None]:
         from ortools.linear_solver import pywraplp
 
-        solver = pywraplp.Solver.CreateSolver(self.backend)
+        solver = pywraplp.Solver.CreateSolver(backend)
         if solver is None:
-            raise InputError(f"--backend: this OR-Tools build has no {self.backend} back end; use one of "
-                             f"{', '.join(b for b in BACKENDS if b != self.backend)}")
+            raise InputError(f"--backend: this OR-Tools build has no {backend} back end; use one of "
+                             f"{', '.join(b for b in BACKENDS if b != backend)}")
         solver.SetTimeLimit(int(time_limit_s * 1000))
         b = _Builder(self.tables, solver, target, self.pairs)
         b.build()

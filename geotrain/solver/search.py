@@ -9,7 +9,9 @@ decrease with ``t``: a higher target shrinks the feasible set and raises the egr
     returns a mix whose throughput ``X(x) ≥ t`` becomes the new lower end; an infeasible (or
     over-budget) ``t`` the upper end. The bracket is closed to ``tolerance`` (relative).
 
-(c) ``min_cost_per_sample``: ``min_x $/h(x) / (3600·X(x))``. For a mix ``x`` the ratio at rate
+(c) ``min_cost_per_sample``: ``min_x $/h(x) / (3600·X(x))`` at the mix's cheapest operating point
+    (``semantics.cheapest_operating_point``: under a budget the rate it can afford; for asgd-ga
+    the home region). For a mix ``x`` the ratio at rate
     ``t ≤ X(x)`` falls as ``t`` rises, so the optimum is ``min_t f(t)/(3600·t)``. Branch and bound on
     intervals ``[a, b]`` of ``t``: every mix with throughput in ``[a, b]`` costs at least ``f(a)``,
     so ``f(a)/(3600·b)`` bounds the interval from below; solving at the interval's geometric middle
@@ -35,6 +37,8 @@ from geotrain.solver.problem import Problem
 from geotrain.solver.result import SearchResult, Solution, SolveStatus
 
 DEFAULT_TOLERANCE = 1e-3
+# a mix that trains slower than this share of its slowest candidate's rate is not worth planning
+NEGLIGIBLE_RATE_SHARE = 1e-3
 
 
 @dataclass
@@ -50,6 +54,7 @@ class Searcher:
         self.solves = 0
         self.statuses: set[SolveStatus] = set()
         self._cache: dict[float, Solution] = {}
+        self._lone: tuple[int, ...] | None = None
 
     # -- primitives -------------------------------------------------------------------------
 
@@ -93,17 +98,35 @@ class Searcher:
         at full speed, and with hivemind keeping only the efficiency ``e`` of it."""
         cands = self.problem.candidates
         ratio = [(c.price_usd_per_hour + c.data_usd_per_hour) / (3600 * c.rate * c.goodput) for c in cands]
-        single = min((r for r, c in zip(ratio, cands, strict=True) if c.rate * c.goodput >= at_least),
+        single = min((ratio[i] for i in self._lone_nodes() if cands[i].rate * cands[i].goodput >= at_least),
                      default=math.inf)
         several = min(ratio)
         if self.problem.oracle.strategy == "hivemind":
             several /= self.problem.oracle.efficiency
         return min(single, several)
 
+    def _lone_nodes(self) -> tuple[int, ...]:
+        """The candidates that the limits allow to train alone (one node, nothing else)."""
+        if self._lone is None:
+            n = len(self.problem.candidates)
+            self._lone = tuple(i for i in range(n)
+                               if semantics.structurally_feasible(self.problem, tuple(int(j == i) for j in range(n))))
+        return self._lone
+
     def lower_rate(self) -> float:
-        """Below this no mix is worth considering: half the slowest single node (or the floor)."""
+        """Where searches start: half the slowest single node (or the floor)."""
         return max(self.problem.limits.min_samples_per_s or 0.0,
                    min(c.rate * c.goodput for c in self.problem.candidates) * 0.5)
+
+    def first_feasible(self) -> Solution:
+        """The cheapest mix at :meth:`lower_rate`; where no mix reaches it (single nodes ruled out by
+        the limits, and slow links), the cheapest at the floor, or without one at a thousandth of the
+        slowest node's rate: below that no mix is worth training on."""
+        first = self.solve_at(self.lower_rate())
+        if first.found:
+            return first
+        slowest = min(c.rate * c.goodput for c in self.problem.candidates)
+        return self.solve_at(max(self.problem.limits.min_samples_per_s or 0.0, slowest * NEGLIGIBLE_RATE_SHARE))
 
     def restart_clock(self, time_limit_s: float) -> None:
         """A fresh time budget for the next search on the same model (its cache and pairs stay)."""
@@ -145,7 +168,7 @@ class Searcher:
     def max_throughput(self) -> SearchResult:
         start = time.perf_counter()
         high = self.upper_rate() * (1 + 1e-9)
-        first = self.solve_at(self.lower_rate())
+        first = self.first_feasible()
         if not first.found:
             return self._result("max_throughput", None, 0.0, start)
         reach = lambda sol, t: max(t, semantics.rate_within_budget(self.problem, sol.counts))  # noqa: E731
@@ -170,14 +193,17 @@ class Searcher:
         def consider(solution: Solution) -> None:
             nonlocal best, best_ratio
             if solution.found:
-                rate = self.throughput(solution)
-                ratio = semantics.hourly_cost(self.problem, solution.counts, rate) / (3600 * rate)
+                point = semantics.cheapest_operating_point(self.problem, solution.counts)
+                if point is None:
+                    return
+                ratio = point[1] / (3600 * point[0])
                 if ratio < best_ratio:
                     best, best_ratio = solution, ratio
 
-        first = self.solve_at(low)
+        first = self.first_feasible()
         if not first.found:
             return self._result("min_cost_per_sample", None, 0.0, start)
+        low = first.target_samples_per_s
         consider(first)
         self._try_best_single(consider)
         floor = self.ratio_floor

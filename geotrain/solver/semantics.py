@@ -148,9 +148,35 @@ def rate_within_budget(problem: Problem, x: Sequence[int]) -> float:
     budget = problem.limits.budget_usd_per_hour
     if budget is None:
         return top
+    regions = sorted(counts_by(problem.candidates, x, "region"))
+    if problem.oracle.strategy == "asgd-ga" and len(regions) > 1:
+        # egress depends on the home region, not on the rate: the fastest home the budget affords
+        nodes = hourly_cost(problem, x, 0.0) - sync_egress_usd_per_hour(problem, x, 0.0)
+        affordable = [sum(_asgd_rates(problem, x, home).values()) for home in regions
+                      if nodes + _asgd_egress(problem, regions, home) <= budget * (1 + 1e-12)]
+        return max(affordable, default=0.0)
     at_zero, at_top = hourly_cost(problem, x, 0.0), hourly_cost(problem, x, top)
     if at_top <= budget:
         return top
     if at_zero > budget or at_top == at_zero:
         return 0.0
     return top * (budget - at_zero) / (at_top - at_zero)  # the cost is linear in the rate
+
+
+def cheapest_operating_point(problem: Problem, x: Sequence[int]) -> tuple[float, float] | None:
+    """(samples/s, $/h) at which the mix trains a sample most cheaply within the budget and at or above
+    the floor; None if it cannot. With a cost linear in the rate that is the fastest affordable rate;
+    asgd-ga compares its home regions (a slower home may push less over dear links)."""
+    floor = problem.limits.min_samples_per_s or 0.0
+    budget = problem.limits.budget_usd_per_hour
+    regions = sorted(counts_by(problem.candidates, x, "region"))
+    if problem.oracle.strategy == "asgd-ga" and len(regions) > 1:
+        nodes = hourly_cost(problem, x, 0.0) - sync_egress_usd_per_hour(problem, x, 0.0)
+        points = [(sum(_asgd_rates(problem, x, home).values()), nodes + _asgd_egress(problem, regions, home))
+                  for home in regions]
+    else:
+        rate = rate_within_budget(problem, x)
+        points = [(rate, hourly_cost(problem, x, rate))]
+    points = [(r, c) for r, c in points if r > 0 and r >= floor * (1 - 1e-9)
+              and (budget is None or c <= budget * (1 + 1e-12))]
+    return min(points, key=lambda p: (p[1] / p[0], -p[0]), default=None)
