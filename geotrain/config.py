@@ -31,6 +31,8 @@ A job spec says what to train, what to optimise and within which limits::
       region: us-central1
       size_gib: 150
       samples: 1281167                   # samples in the dataset
+      reads_per_sample: 1                # share of trained samples fetched from there
+                                         # (1: streamed every epoch; 0.1: cached after 1 of 10)
     checkpoint_url: s3://my-bucket/convnext-spot
 
 Every problem raises :class:`~geotrain.errors.JobSpecError` naming the field, e.g.
@@ -174,6 +176,7 @@ def _dataset(fields: Fields | None) -> DatasetSpec | None:
         region=fields.text("region"),
         size_gib=fields.number("size_gib", above=0),
         samples=fields.whole("samples", minimum=1),
+        reads_per_sample=fields.number("reads_per_sample", 1.0, minimum=0),
     )
     fields.finish()
     return out
@@ -201,7 +204,7 @@ def job_to_mapping(job: JobSpec) -> dict:
         "onprem": {"inventory": job.onprem_inventory, "required": c.onprem_required} if job.onprem_inventory else None,
         "dataset": None if job.dataset is None else {
             "cloud": job.dataset.cloud, "region": job.dataset.region, "size_gib": job.dataset.size_gib,
-            "samples": job.dataset.samples,
+            "samples": job.dataset.samples, "reads_per_sample": job.dataset.reads_per_sample,
         },
         "checkpoint_url": job.checkpoint_url,
     }

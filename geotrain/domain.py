@@ -179,16 +179,26 @@ class NodeGroup:
 
 @dataclass(frozen=True, slots=True)
 class DatasetSpec:
-    """Where a job's training data lives. Nodes stream it: every trained sample is read once."""
+    """Where a job's training data lives, and how often nodes fetch it from there.
+
+    ``reads_per_sample``: the share of trained samples a node fetches from the dataset's region —
+    1 when nodes stream every epoch (the default), ``1/E`` when a node keeps the data after the
+    first of ``E`` epochs, 0 when the data is already copied everywhere.
+    """
 
     cloud: str
     region: str
     size_gib: float
     samples: int  # samples in the dataset
+    reads_per_sample: float = 1.0
 
     @property
     def bytes_per_sample(self) -> float:
         return self.size_gib * 2**30 / self.samples
+
+    @property
+    def fetched_bytes_per_trained_sample(self) -> float:
+        return self.bytes_per_sample * self.reads_per_sample
 
 
 @dataclass(frozen=True, slots=True)

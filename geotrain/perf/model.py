@@ -124,7 +124,7 @@ class PerfModel:
 
     def data_capped_rate(self, rate: float, location: Location, data: DataSource | None) -> float:
         """A node's rate, capped by one stream from the data's location."""
-        if data is None:
+        if data is None or data.bytes_per_sample <= 0:
             return rate
         link = self.network.link(data.location, location)
         return min(rate, link.bandwidth_gbps * 1e9 / 8 / data.bytes_per_sample)

@@ -158,7 +158,7 @@ def data_source(job: JobSpec) -> DataSource | None:
     continent = continent_of(d.cloud, d.region)
     if continent is None:
         raise InputError(f"dataset.region: {d.cloud}/{d.region} is not a region geotrain knows")
-    return DataSource(Location(d.cloud, d.region, "", continent), d.bytes_per_sample)
+    return DataSource(Location(d.cloud, d.region, "", continent), d.fetched_bytes_per_trained_sample)
 
 
 def limits_of(job: JobSpec, node_cap: int) -> Limits:

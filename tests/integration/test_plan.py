@@ -169,3 +169,31 @@ def test_cli_plan_from_spec_file(tmp_path):
     bad.write_text("name: x\nworkload: resnet50\nconstraints:\n  max_region: 2\n")
     result = runner.invoke(app, ["plan", str(bad)])
     assert result.exit_code == 2 and "did you mean 'max_regions'" in result.stderr
+
+
+def test_a_remote_dataset_costs_egress_and_the_plan_shows_it():
+    from geotrain.domain import DatasetSpec
+
+    imagenet = dict(cloud="gcp", region="europe-west3", size_gib=150, samples=1_281_167)
+    base = dict(objective=Objective.MIN_COST, target_samples_per_s=300,
+                constraints=Constraints(accelerators=frozenset({"T4"}), continents=frozenset({Continent.NORTH_AMERICA})))
+    without = plan_for(**base)
+    streamed = plan_for(**base, dataset=DatasetSpec(**imagenet))
+    cached = plan_for(**base, dataset=DatasetSpec(**imagenet, reads_per_sample=0.1))
+    local = plan_for(**base, dataset=DatasetSpec(**imagenet, reads_per_sample=0))
+    assert without.totals.data_egress_usd_per_hour == 0 and local.totals.data_egress_usd_per_hour == 0
+    assert local.totals.usd_per_hour == pytest.approx(without.totals.usd_per_hour, rel=1e-9)
+    # every node is across the Atlantic from the data: each trained sample crosses it once (or a tenth)
+    per_sample_gb = 150 * 2**30 / 1_281_167 / 1e9
+    for plan, reads in ((streamed, 1.0), (cached, 0.1)):
+        t = plan.totals
+        assert t.data_egress_usd_per_hour > 0
+        usd_per_gb = t.data_egress_usd_per_hour / (3600 * t.samples_per_s * per_sample_gb * reads)
+        assert 0.02 <= usd_per_gb <= 0.2  # an internet/inter-continent egress price, $/GB
+        assert t.usd_per_hour >= without.totals.usd_per_hour * (1 - 1e-9)
+    assert streamed.totals.data_egress_usd_per_hour > cached.totals.data_egress_usd_per_hour
+    # with the data in Europe and no continent limit, streaming pulls the nodes to the data
+    near = plan_for(objective=Objective.MIN_COST, target_samples_per_s=300, dataset=DatasetSpec(**imagenet),
+                    constraints=Constraints(accelerators=frozenset({"T4"})))
+    assert near.totals.usd_per_hour <= streamed.totals.usd_per_hour
+    assert near.totals.data_egress_usd_per_hour < streamed.totals.data_egress_usd_per_hour

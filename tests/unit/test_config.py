@@ -43,6 +43,9 @@ def test_valid_spec(tmp_path):
     assert spec.constraints.onprem_required is True
     assert spec.onprem_inventory == str(tmp_path / "sites.yaml")
     assert spec.dataset is not None and spec.dataset.bytes_per_sample == 150 * 2**30 / 1281167
+    assert spec.dataset.reads_per_sample == 1.0  # streamed every epoch unless the spec says otherwise
+    cached = load_job_spec(write(tmp_path, SPEC.replace("size_gib: 150", "size_gib: 150\n  reads_per_sample: 0.1")))
+    assert cached.dataset.fetched_bytes_per_trained_sample == pytest.approx(0.1 * spec.dataset.bytes_per_sample)
 
 
 @pytest.mark.parametrize(
@@ -58,6 +61,7 @@ def test_valid_spec(tmp_path):
         (("name: convnext-spot", "nam: x"), "name: required field is missing"),
         (("continents: [north_america, europe]", "continents: [mars]"), "constraints.continents: 'mars' is not one of"),
         (("size_gib: 150", "size_gib: lots"), "dataset.size_gib: must be a number, got 'lots'"),
+        (("size_gib: 150", "size_gib: 150\n  reads_per_sample: -1"), "dataset.reads_per_sample: must be >= 0"),
     ],
 )
 def test_errors_name_the_field(tmp_path, change, expected):
