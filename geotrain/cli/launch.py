@@ -31,7 +31,8 @@ def launch(
     notice: float = typer.Option(0.0, "--notice", min=0, help="Seconds of notice before an injected preemption."),
     block_min: float = typer.Option(10.0, "--block-min", min=0, help="Minutes a preempted zone is left out."),
     max_restarts: int = typer.Option(3, "--max-restarts", min=0, help="Worker failures (not preemptions) allowed."),
-    budget: float = typer.Option(None, "--budget", min=0, help="Stop when the run has cost this many dollars."),
+    max_spend_usd: float = typer.Option(None, "--max-spend-usd", min=0,
+                                        help="Stop when the run has cost this many dollars in all."),
     seed: int = typer.Option(0, "--seed", help="Seed of the model, the data and the injected preemptions."),
     resume_id: str = typer.Option(None, "--resume", help="Adopt the live nodes of a run whose launcher died and go on."),
     as_json: bool = typer.Option(False, "--json", help="Print the outcome as JSON."),
@@ -69,7 +70,7 @@ def launch(
             workload=workload, command=tuple(ctx.args), steps=steps, checkpoint_url=checkpoint_url,
             checkpoint_location=checkpoint_region,
             checkpoint_every=checkpoint_every, deterministic=deterministic, sync=sync, local_steps=local_steps,
-            max_restarts=max_restarts, block_s=block_min * 60, budget_usd=budget, seed=seed,
+            max_restarts=max_restarts, block_s=block_min * 60, budget_usd=max_spend_usd, seed=seed,
             preemptions=PreemptionSchedule(events, preempt_rate, notice, seed),
         )
         outcome = service.launch(plan_path, options, provider_name=provider, on_status=show,

@@ -163,7 +163,7 @@ class Launcher:
             if outcome == "budget":
                 self._terminate_all("stopped")
                 raise RunError(f"the run's budget of ${self.options.budget_usd:,.2f} is spent "
-                               f"(${self.status.usd_so_far:,.2f}); raise --budget to go on")
+                               f"(${self.status.usd_so_far:,.2f}); raise --max-spend-usd to go on")
             if outcome == "preempted":
                 self._recover(detail)
             else:  # a worker failed with every node up
