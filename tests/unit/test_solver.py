@@ -149,9 +149,8 @@ def test_min_cost_equals_brute_force(problem, fraction):
     assert semantics.throughput(problem, counts) >= target * (1 - 1e-6)
 
 
-@SETTINGS
-@given(problem=instances())
-def test_min_cost_per_sample_equals_brute_force(problem):
+def assert_cheapest_per_sample(problem: Problem) -> None:
+    """The searcher's min $/sample equals brute force; the mix keeps every limit and the floor."""
     expected = brute_min_ratio(problem)
     result = Searcher(problem, tolerance=1e-4).min_cost_per_sample()
     if math.isinf(expected):
@@ -159,7 +158,15 @@ def test_min_cost_per_sample_equals_brute_force(problem):
         return
     counts = result.solution.counts
     assert semantics.structurally_feasible(problem, counts)
+    floor = problem.limits.min_samples_per_s or 0.0
+    assert semantics.cheapest_operating_point(problem, counts)[0] >= floor * (1 - 1e-6)
     assert operating_ratio(problem, counts) == pytest.approx(expected, rel=2e-4)
+
+
+@SETTINGS
+@given(problem=instances())
+def test_min_cost_per_sample_equals_brute_force(problem):
+    assert_cheapest_per_sample(problem)
 
 
 @SETTINGS
@@ -179,16 +186,8 @@ def test_max_throughput_equals_brute_force(problem):
 def test_min_cost_by_deadline_equals_brute_force(problem, fraction):
     """min_cost_by_deadline is the cheapest $/sample among mixes that reach the deadline's rate floor."""
     top = max((semantics.throughput(problem, x) for x in brute_force(problem)), default=0.0)
-    problem = replace(problem, limits=replace(problem.limits, min_samples_per_s=max(top * fraction, 1e-6)))
-    expected = brute_min_ratio(problem)
-    result = Searcher(problem, tolerance=1e-4).min_cost_per_sample()
-    if math.isinf(expected):
-        assert result.solution is None
-        return
-    counts = result.solution.counts
-    assert semantics.structurally_feasible(problem, counts)
-    assert semantics.cheapest_operating_point(problem, counts)[0] >= problem.limits.min_samples_per_s * (1 - 1e-6)
-    assert operating_ratio(problem, counts) == pytest.approx(expected, rel=2e-4)
+    assert_cheapest_per_sample(replace(problem, limits=replace(problem.limits,
+                                                                min_samples_per_s=max(top * fraction, 1e-6))))
 
 
 @SETTINGS
