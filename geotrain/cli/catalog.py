@@ -84,13 +84,13 @@ def _render_offers(view, *, total: int, snapshot) -> None:  # noqa: ANN001
     if view.empty:
         out.print(f"No offers match (snapshot {snapshot.snapshot_id}, {len(snapshot)} offers); widen the filters.")
         return
-    wide = out.width >= 130  # narrow terminals drop the derived columns
+    wide = out.width >= 130  # narrow terminals drop the derived columns (discount, $/accelerator-hour)
     table = Table(title=f"Offers in {snapshot.label} snapshot {snapshot.snapshot_id}", title_justify="left",
                   box=box.SIMPLE_HEAD, pad_edge=False)
     columns = [("cloud/region/zone", "left"), ("instance", "left"), ("accel", "left"), ("market", "left"),
                ("$/h", "right")]
     columns += [("on-demand", "right"), ("discount", "right"), ("$/accel-h", "right")] if wide else [
-        ("disc.", "right")]
+        ("on-dem.", "right")]
     columns += [("interruption", "left")]
     for name, justify in columns:
         folds = name in ("interruption", "cloud/region/zone", "instance")
@@ -100,7 +100,8 @@ def _render_offers(view, *, total: int, snapshot) -> None:  # noqa: ANN001
         discount = "-" if row.market != "spot" else percent(row.discount)
         cells = [f"{row.cloud}/{row.region}/{row.zone or '*'}", row.instance_type, accel, row.market,
                  usd(row.price_usd_per_hour)]
-        cells += [usd(row.on_demand_usd_per_hour), discount, usd(row.usd_per_accelerator_hour)] if wide else [discount]
+        cells += [usd(row.on_demand_usd_per_hour), discount, usd(row.usd_per_accelerator_hour)] if wide else [
+            usd(row.on_demand_usd_per_hour)]
         table.add_row(*cells, _interruption(row))
     out.print(table)
     if total > len(view):

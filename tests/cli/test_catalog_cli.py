@@ -102,3 +102,11 @@ def test_every_command_has_help_that_exits_0():
         result = run(*command, "--help")
         assert result.exit_code == 0, (command, result.output)
         assert "Usage" in result.output and "error" not in result.output, command
+
+
+def test_a_narrow_terminal_still_shows_the_on_demand_price():
+    result = runner.invoke(app, ["catalog", "list", "--accelerator", "T4", "--market", "spot", "--limit", "3"],
+                           env={"COLUMNS": "80"})
+    assert result.exit_code == 0
+    assert "on-dem." in result.stdout and "$0.5260" in result.stdout  # g4dn.xlarge on demand
+    assert max(len(line) for line in result.stdout.splitlines()) <= 80
