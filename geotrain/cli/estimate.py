@@ -8,7 +8,6 @@ from pathlib import Path
 import typer
 
 from geotrain.cli.render import checked, console, print_json, usd
-from geotrain.perf.describe import bottleneck_words
 from geotrain.domain import SyncStrategyName
 
 _STRATEGIES = tuple(s.value for s in SyncStrategyName)
@@ -53,6 +52,8 @@ def estimate(
 
 
 def estimate_record(result) -> dict:  # noqa: ANN001
+    from geotrain.perf.describe import bottleneck_words
+
     def finite(x: float) -> float | None:
         return None if x is None or math.isinf(x) or math.isnan(x) else x
 
@@ -98,6 +99,8 @@ def estimate_record(result) -> dict:  # noqa: ANN001
 
 def render(result) -> None:  # noqa: ANN001
     from rich.table import Table
+
+    from geotrain.perf.describe import bottleneck_words
 
     out = console()
     table = Table(title=f"{result.workload} with {result.strategy.value} on {result.nodes} nodes", title_justify="left")
