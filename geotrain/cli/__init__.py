@@ -11,7 +11,6 @@ from __future__ import annotations
 import sys
 import traceback
 
-import click
 import typer
 from typer.core import TyperGroup
 
@@ -22,35 +21,34 @@ from geotrain.errors import EXIT_INTERRUPTED, GeotrainError
 class GeotrainGroup(TyperGroup):
     """Maps geotrain errors to exit codes, for the console script and for CliRunner alike."""
 
-    def invoke(self, ctx: click.Context):  # noqa: ANN201 - click's signature
+    def invoke(self, ctx: typer.Context):  # noqa: ANN201 - the group's signature
         try:
             return super().invoke(ctx)
         except GeotrainError as exc:
             if _debug(ctx):
                 traceback.print_exc()
-            click.echo(f"error: {exc}", err=True)
+            typer.echo(f"error: {exc}", err=True)
             ctx.exit(exc.exit_code)
         except KeyboardInterrupt:
-            click.echo("interrupted", err=True)
+            typer.echo("interrupted", err=True)
             ctx.exit(EXIT_INTERRUPTED)
-        except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort, typer.Exit,
-                typer.Abort):
+        except (typer.TyperException, typer.Exit, typer.Abort):  # usage errors, --help, exits: typer's own
             raise
         except OSError as exc:  # a file or device the user pointed at
             if _debug(ctx):
                 traceback.print_exc()
             where = f" ({exc.filename})" if getattr(exc, "filename", None) else ""
-            click.echo(f"error: {exc.strerror or exc}{where}; check the path and its permissions", err=True)
+            typer.echo(f"error: {exc.strerror or exc}{where}; check the path and its permissions", err=True)
             ctx.exit(2)
         except Exception as exc:  # noqa: BLE001 - the last line of defence: no traceback without --debug
             if _debug(ctx):
                 traceback.print_exc()
-            click.echo(f"error: internal error ({type(exc).__name__}: {exc}); rerun with --debug for the "
+            typer.echo(f"error: internal error ({type(exc).__name__}: {exc}); rerun with --debug for the "
                        "traceback and report it", err=True)
             ctx.exit(1)
 
 
-def _debug(ctx: click.Context) -> bool:
+def _debug(ctx: typer.Context) -> bool:
     root = ctx.find_root()
     return bool(root.params.get("debug")) or "--debug" in sys.argv
 

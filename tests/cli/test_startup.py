@@ -21,6 +21,8 @@ def test_help_imports_nothing_heavy():
         "from typer.testing import CliRunner\nCliRunner().invoke(app, ['--help'])"
     )
     assert not {m for m in loaded if m.split(".")[0] in HEAVY or m.startswith("google.cloud")}
+    # typer carries its own click; the stand-alone click is not a dependency (only test tools bring it)
+    assert "click" not in loaded
 
 
 def test_catalog_list_imports_no_solver_torch_or_sdk():
