@@ -22,7 +22,7 @@ demo: $(VENV)/.demo-installed
 	$(BIN)/geotrain plan examples/job.yaml -o .demo/plan.json --plot .demo/frontier.png
 	$(BIN)/geotrain plan --workload convnext-large --strategy allreduce --target-sps 100 -o .demo/mix.json \
 	    --nodes aws/usw2-az1/g4dn.xlarge,aws/usw2-az2/g4dn.xlarge,aws/use1-az1/g4dn.xlarge,aws/use1-az2/g4dn.xlarge
-	$(BIN)/geotrain launch .demo/mix.json --steps 150 --preempt-at 4,10,16 --notice 2 --block-min 5
+	$(BIN)/geotrain launch .demo/mix.json --steps 300 --preempt-trace examples/preemptions.yaml --block-min 5
 	$(BIN)/geotrain cost-report --plot .demo/costs.png
 
 test: $(VENV)/.test-installed
