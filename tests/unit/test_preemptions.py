@@ -81,3 +81,12 @@ def test_rate_clock_is_poisson_with_the_rate_times_the_node_count():
     assert clock.next_after(0.0, nodes=0) == float("inf")
     again = RateClock(36.0, seed=1)
     assert again.next_after(0.0, 4) == RateClock(36.0, seed=1).next_after(0.0, 4)  # seeded
+
+
+def test_the_example_trace_loads():
+    from pathlib import Path
+
+    example = Path(__file__).resolve().parents[2] / "examples" / "preemptions.yaml"
+    events = load_trace(example)
+    assert [e.at_step for e in events] == [50, 130, 200]
+    assert events[0].notice_s == 2.0 and events[1].node == 0 and events[2].during_checkpoint
