@@ -31,11 +31,19 @@ def geotrain_home() -> Path:
     return home
 
 
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` so that readers see either the old or the new content."""
+def atomic_write_bytes(path: Path, data: bytes, *, temp_path: str | Path | None = None) -> None:
+    """Write ``data`` to ``path`` so that readers see either the old or the new content.
+
+    ``temp_path``: where the temporary file goes (same directory), for callers that sweep their own
+    leftovers by name; by default a fresh ``.<name>.*.tmp`` beside ``path``.
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    if temp_path is None:
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    else:
+        tmp_name = str(temp_path)
+        fd = os.open(tmp_name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     try:
         os.fchmod(fd, _mode_for(path))
         with os.fdopen(fd, "wb") as handle:

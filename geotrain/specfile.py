@@ -41,18 +41,22 @@ def read_text(path: Path, error: type[InputError]) -> str:
         ) from exc
 
 
-def load_yaml_mapping(path: Path, error: type[InputError]) -> Mapping[str, Any]:
-    """Parse a YAML file whose top level must be a mapping."""
+def parse_yaml(text: str, path: Path | str, error: type[InputError]) -> Any:
+    """Parse YAML (or JSON) text; a syntax error names the file, line and column."""
     import yaml
 
-    text = read_text(path, error)
     try:
-        data = yaml.safe_load(text)
+        return yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise error(f"{path}: not valid YAML{where}: {problem}") from exc
+
+
+def load_yaml_mapping(path: Path, error: type[InputError]) -> Mapping[str, Any]:
+    """Parse a YAML file whose top level must be a mapping."""
+    data = parse_yaml(read_text(path, error), path, error)
     if not isinstance(data, Mapping):
         raise error(f"{path}: the top level must be a mapping of field: value, got {type(data).__name__}")
     return data

@@ -240,14 +240,17 @@ class Launcher:
             "checkpoint_every": self.options.checkpoint_every, "local_steps": self.options.local_steps,
             "progress_every": self.options.progress_every, "collective_timeout_s": self.options.collective_timeout_s,
             "store": {"host": "127.0.0.1", "port": self._store.port}, "nodes": table,
+            "backend": self._backend(members),
         }
         path = self.run_dir / f"generation-{self.generation}.json"
         atomic_write_text(path, json.dumps(config, indent=2))
         master_port = _free_port()
+        shared = self.provider.capabilities.shared_host  # one host: ranks are its local ranks
         self._procs = {}
         for rank, node in enumerate(members):
             env = _child_env({
-                "RANK": str(rank), "WORLD_SIZE": str(world), "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1",
+                "RANK": str(rank), "WORLD_SIZE": str(world),
+                "LOCAL_RANK": str(rank if shared else 0), "LOCAL_WORLD_SIZE": str(world if shared else 1),
                 "GROUP_RANK": str(rank), "MASTER_ADDR": members[0].address, "MASTER_PORT": str(master_port),
                 "GEOTRAIN_RUN_ID": self.run_id, "GEOTRAIN_NODE_ID": node.node_id,
                 "GEOTRAIN_GENERATION": str(self.generation), "GEOTRAIN_CHECKPOINT_URL": self.options.checkpoint_url,
@@ -267,6 +270,18 @@ class Launcher:
         self.ledger.event(self.run_id, "generation_started", generation=self.generation, world_size=world,
                           nodes=[n.node_id for n in members], sync=sync,
                           pids={node_id: p.pid for node_id, p in self._procs.items()})
+
+    def _backend(self, members: list[NodeInfo]) -> str:
+        """nccl when every rank gets a GPU of its own, else gloo (see ``pick_backend``)."""
+        from geotrain.train.runtime import pick_backend
+
+        if self.options.command:
+            return "gloo"  # a user's script picks its own
+        if not self.provider.capabilities.shared_host:
+            return "gloo"  # a provider of separate hosts does not report their CUDA devices yet
+        import torch
+
+        return pick_backend(len(members), [torch.cuda.device_count() if torch.cuda.is_available() else 0])
 
     def _watch(self) -> tuple[str, object]:
         members = {n.node_id for n in self.members}

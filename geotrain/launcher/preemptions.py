@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from geotrain.errors import InputError
-from geotrain.specfile import read_text
+from geotrain.specfile import parse_yaml, read_text
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,12 +88,7 @@ def load_trace(path: str | Path) -> tuple[PreemptionEvent, ...]:
             raise InputError(f"{path}: a preemption trace CSV needs the columns at_s[,node,notice_s]")
         items = [{k: v for k, v in r.items() if v not in (None, "")} for r in rows]
     else:
-        import yaml
-
-        try:
-            items = yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            raise InputError(f"{path}: not valid YAML/JSON: {exc}") from exc
+        items = parse_yaml(text, path, InputError)
         if not isinstance(items, list):
             raise InputError(f"{path}: a preemption trace is a list of events")
     events = []

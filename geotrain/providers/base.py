@@ -97,6 +97,7 @@ class Capabilities:
     spot: bool  # it sells spot nodes
     notice_s: float | None  # warning before a spot preemption (AWS 120, GCP/Azure ~30); None = none
     preemption_injection: bool  # it can preempt its own nodes on request (local provider)
+    shared_host: bool = False  # every node is a process on this machine (they share its GPUs)
 
 
 @runtime_checkable

@@ -52,7 +52,7 @@ from typing import Any
 from geotrain.domain import Continent, Location, Offer
 from geotrain.errors import NotFoundError, ProviderError
 from geotrain.files import atomic_write_text, geotrain_home
-from geotrain.procs import HAS_PROC, group_alive, proc_stat
+from geotrain.procs import HAS_PROC, group_alive, pid_alive, proc_stat
 from geotrain.providers.base import Capabilities, LaunchRequest, NodeInfo, NodeState
 
 STATE_VERSION = 1
@@ -89,7 +89,7 @@ class LocalProvider:
     """
 
     name = "local"
-    capabilities = Capabilities(spot=True, notice_s=None, preemption_injection=True)
+    capabilities = Capabilities(spot=True, notice_s=None, preemption_injection=True, shared_host=True)
 
     def __init__(self, home: Path | None = None) -> None:
         self._home = Path(home) if home is not None else None
@@ -400,13 +400,7 @@ class LocalProvider:
                 return False
             proc_state, pgrp, start = stat
             return proc_state not in "ZX" and pgrp == rec["pgid"] and start == rec["start_ticks"]
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            return True
-        return True
+        return pid_alive(pid)
 
     def _kill_group(self, rec: dict[str, Any]) -> None:
         pgid = rec["pgid"]

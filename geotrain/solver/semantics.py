@@ -110,10 +110,25 @@ def sync_egress_usd_per_hour(problem: Problem, x: Sequence[int], rate: float) ->
     return total
 
 
+def node_usd_per_hour(problem: Problem, x: Sequence[int]) -> float:
+    """$/h of the nodes themselves and of the data they read, at full speed."""
+    return sum((c.price_usd_per_hour + c.data_usd_per_hour) * n for c, n in zip(problem.candidates, x, strict=True))
+
+
 def hourly_cost(problem: Problem, x: Sequence[int], rate: float) -> float:
     """$/h of the mix when it trains ``rate`` samples/s: nodes + data egress + sync egress."""
-    nodes = sum((c.price_usd_per_hour + c.data_usd_per_hour) * n for c, n in zip(problem.candidates, x, strict=True))
-    return nodes + sync_egress_usd_per_hour(problem, x, rate)
+    return node_usd_per_hour(problem, x) + sync_egress_usd_per_hour(problem, x, rate)
+
+
+def _asgd_home_points(problem: Problem, x: Sequence[int]) -> list[tuple[float, float]] | None:
+    """asgd-ga over two or more regions: (samples/s, $/h) with each region as home; its egress
+    depends on the home, not on the rate. None for any other mix."""
+    regions = sorted(counts_by(problem.candidates, x, "region"))
+    if problem.oracle.strategy != "asgd-ga" or len(regions) < 2:
+        return None
+    nodes = node_usd_per_hour(problem, x)
+    return [(sum(_asgd_rates(problem, x, home).values()), nodes + _asgd_egress(problem, regions, home))
+            for home in regions]
 
 
 def structurally_feasible(problem: Problem, x: Sequence[int]) -> bool:
@@ -148,13 +163,9 @@ def rate_within_budget(problem: Problem, x: Sequence[int]) -> float:
     budget = problem.limits.budget_usd_per_hour
     if budget is None:
         return top
-    regions = sorted(counts_by(problem.candidates, x, "region"))
-    if problem.oracle.strategy == "asgd-ga" and len(regions) > 1:
-        # egress depends on the home region, not on the rate: the fastest home the budget affords
-        nodes = hourly_cost(problem, x, 0.0) - sync_egress_usd_per_hour(problem, x, 0.0)
-        affordable = [sum(_asgd_rates(problem, x, home).values()) for home in regions
-                      if nodes + _asgd_egress(problem, regions, home) <= budget * (1 + 1e-12)]
-        return max(affordable, default=0.0)
+    homes = _asgd_home_points(problem, x)
+    if homes is not None:  # the fastest home the budget affords
+        return max((r for r, c in homes if c <= budget * (1 + 1e-12)), default=0.0)
     at_zero, at_top = hourly_cost(problem, x, 0.0), hourly_cost(problem, x, top)
     if at_top <= budget:
         return top
@@ -169,12 +180,8 @@ def cheapest_operating_point(problem: Problem, x: Sequence[int]) -> tuple[float,
     asgd-ga compares its home regions (a slower home may push less over dear links)."""
     floor = problem.limits.min_samples_per_s or 0.0
     budget = problem.limits.budget_usd_per_hour
-    regions = sorted(counts_by(problem.candidates, x, "region"))
-    if problem.oracle.strategy == "asgd-ga" and len(regions) > 1:
-        nodes = hourly_cost(problem, x, 0.0) - sync_egress_usd_per_hour(problem, x, 0.0)
-        points = [(sum(_asgd_rates(problem, x, home).values()), nodes + _asgd_egress(problem, regions, home))
-                  for home in regions]
-    else:
+    points = _asgd_home_points(problem, x)
+    if points is None:
         rate = rate_within_budget(problem, x)
         points = [(rate, hourly_cost(problem, x, rate))]
     points = [(r, c) for r, c in points if r > 0 and r >= floor * (1 - 1e-9)

@@ -42,6 +42,7 @@ import time
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any, Callable
 
 import fsspec
@@ -50,7 +51,7 @@ import torch
 from fsspec.implementations.local import LocalFileSystem
 
 from geotrain.errors import InputError
-from geotrain.files import fsync_dir
+from geotrain.files import atomic_write_bytes
 
 FORMAT_VERSION = 1
 DATA_NAME = "state.pt"
@@ -256,17 +257,7 @@ class CheckpointStore:
         """Replace ``path`` with ``data`` so that readers see the old file or the new, never a torn one."""
         tmp = f"{path}{TMP_INFIX}{uuid.uuid4().hex}"
         if self._local:
-            try:
-                with open(tmp, "wb") as handle:
-                    handle.write(data)
-                    handle.flush()
-                    os.fsync(handle.fileno())
-                os.replace(tmp, path)
-            except BaseException:
-                with contextlib.suppress(OSError):
-                    os.unlink(tmp)
-                raise
-            fsync_dir(os.path.dirname(path))
+            atomic_write_bytes(Path(path), data, temp_path=tmp)
         else:
             try:
                 self._fs.pipe_file(tmp, data)

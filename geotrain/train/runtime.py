@@ -15,8 +15,8 @@ Checkpoints: every ``checkpoint_every`` steps (by rank 0), when the run ends, an
 preemption notice arrives (by the warned node: with all-reduce every rank holds the whole state; with
 local SGD at the next averaging boundary). A checkpoint holds model, optimizer, RNG states and step.
 
-Backend: nccl with one GPU per rank where this machine has at least as many CUDA devices as the
-generation has ranks, else gloo on the CPU (``pick_backend``).
+Backend: the generation's (``backend`` in the config, chosen by the launcher with ``pick_backend``):
+nccl on the GPU ``LOCAL_RANK`` of this host, or gloo on the CPU.
 
 Exit codes: 0 the run reached its target; 75 a collective failed (a peer was lost); 1 anything else.
 """
@@ -30,20 +30,19 @@ import signal
 import sys
 import time
 from datetime import timedelta
+from collections.abc import Sequence
 from pathlib import Path
 
 PEER_LOST = 75
 
 
-def pick_backend(rank: int, world: int, cuda_devices: int) -> tuple[str, str]:
-    """(process-group backend, torch device) for this rank.
-
-    NCCL needs a distinct GPU per rank of a communicator; with fewer GPUs than ranks on this
-    machine every rank trains on the CPU with gloo instead.
-    """
-    if cuda_devices >= world and cuda_devices > 0:
-        return "nccl", f"cuda:{rank % cuda_devices}"
-    return "gloo", "cpu"
+def pick_backend(ranks_per_host: int, host_gpus: Sequence[int]) -> str:
+    """The process-group backend of a generation: NCCL when every rank can have a GPU of its own
+    (``host_gpus``: CUDA devices of each host the ranks run on), else gloo on the CPU. Every rank
+    must use the same backend, so the launcher decides it for all of them."""
+    if host_gpus and all(gpus >= ranks_per_host for gpus in host_gpus):
+        return "nccl"
+    return "gloo"
 
 
 class NoticeWatch:
@@ -81,9 +80,8 @@ def main(argv: list[str]) -> int:
     run_id, generation = config["run_id"], config["generation"]
     nodes = config["nodes"]
     deterministic = config.get("deterministic", False)
-    cuda_devices = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    backend, device_name = pick_backend(rank, world, cuda_devices)
-    device = torch.device(device_name)
+    backend = config.get("backend", "gloo")
+    device = torch.device(f"cuda:{os.environ.get('LOCAL_RANK', '0')}" if backend == "nccl" else "cpu")
     if device.type == "cuda":
         torch.cuda.set_device(device)
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # deterministic cuBLAS

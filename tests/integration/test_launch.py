@@ -221,7 +221,8 @@ def test_user_script_runs_unchanged_and_errors_use_the_restart_budget(plan, tmp_
         dist.all_reduce(t)
         info = api.run_info()
         open(os.path.join(os.environ["OUT"], f"rank{info['rank']}.json"), "w").write(
-            '{"sum": %d, "world": %d}' % (int(t.item()), dist.get_world_size()))
+            '{"sum": %d, "world": %d, "local": [%s, %s]}' % (int(t.item()), dist.get_world_size(),
+                                                          os.environ["LOCAL_RANK"], os.environ["LOCAL_WORLD_SIZE"]))
         dist.destroy_process_group()
     """))
     out = tmp_path / "out"
@@ -231,7 +232,9 @@ def test_user_script_runs_unchanged_and_errors_use_the_restart_budget(plan, tmp_
     run_id = launcher.start()
     assert launcher.run().status == "completed"
     results = [json.loads(p.read_text()) for p in sorted(out.glob("rank*.json"))]
-    assert len(results) == 4 and all(r == {"sum": 10, "world": 4} for r in results)
+    # local nodes share this host: local ranks are the ranks, as under torchrun on one machine
+    assert [r["local"] for r in results] == [[0, 4], [1, 4], [2, 4], [3, 4]]
+    assert len(results) == 4 and all(r["sum"] == 10 and r["world"] == 4 for r in results)
     assert_no_orphans(run_id)
 
     failing = tmp_path / "fail.py"

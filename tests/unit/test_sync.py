@@ -23,11 +23,13 @@ M = 4  # micro-batches per global batch
 STEPS = 3
 
 
-def test_backend_is_nccl_only_with_a_gpu_per_rank():
-    assert pick_backend(0, 1, 0) == ("gloo", "cpu")
-    assert pick_backend(3, 4, 2) == ("gloo", "cpu")  # fewer GPUs than ranks: NCCL cannot share one
-    assert pick_backend(3, 4, 4) == ("nccl", "cuda:3")
-    assert pick_backend(1, 2, 8) == ("nccl", "cuda:1")
+def test_backend_is_nccl_only_with_a_gpu_per_rank_on_every_host():
+    assert pick_backend(1, [0]) == "gloo"
+    assert pick_backend(4, [2]) == "gloo"  # four ranks on a host with two GPUs: NCCL cannot share one
+    assert pick_backend(4, [4]) == "nccl"
+    assert pick_backend(1, [1, 1, 0]) == "gloo"  # one CPU host makes the whole generation gloo
+    assert pick_backend(1, [8, 1]) == "nccl"
+    assert pick_backend(1, []) == "gloo"
 
 
 def _free_port() -> int:
