@@ -30,21 +30,20 @@ MICRO = 8  # micro-batches of 32 samples per step: global batch 256
 
 
 def make_plan():  # noqa: ANN201
-    from geotrain.domain import JobSpec, Objective, SyncStrategyName
+    from geotrain.domain import JobSpec, Objective, SyncSettings, SyncStrategyName
     from geotrain.planning.planner import PlanOptions, plan_for_nodes
     from geotrain.pricing.snapshot import bundled_snapshot
 
-    job = JobSpec("bench", "convnext-large", Objective.MIN_COST, strategy=SyncStrategyName.ALLREDUCE,
-                  target_samples_per_s=100)
-    return plan_for_nodes(job, bundled_snapshot(), NODES, options=PlanOptions(frontier_points=0))
+    job = JobSpec("bench", "tiny-cnn", Objective.MIN_COST, target_samples_per_s=100,
+                  sync=SyncSettings(SyncStrategyName.ALLREDUCE, precision="fp32", micro_batches=MICRO // WORLD))
+    return plan_for_nodes(job, bundled_snapshot(), NODES, options=PlanOptions(frontier_points=0, provider="local"))
 
 
 def launch(plan, tmp: Path, **kw):  # noqa: ANN001, ANN201
     from geotrain.launcher.loop import LaunchOptions, Launcher
     from geotrain.providers.local import LocalProvider
 
-    options = LaunchOptions(workload="tiny-cnn", micro_batches=MICRO, checkpoint_url=str(tmp / "ckpt"),
-                            progress_every=5, **kw)
+    options = LaunchOptions(checkpoint_url=str(tmp / "ckpt"), progress_every=5, **kw)
     launcher = Launcher(plan, LocalProvider(), options=options)
     run_id = launcher.start()
     outcome = launcher.run()
@@ -52,7 +51,7 @@ def launch(plan, tmp: Path, **kw):  # noqa: ANN001, ANN201
 
 
 def recovery(plan) -> None:  # noqa: ANN001
-    from geotrain.launcher.ledger import Ledger
+    from geotrain.ledger import Ledger
     from geotrain.launcher.preemptions import PreemptionEvent, PreemptionSchedule
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -69,9 +68,9 @@ def recovery(plan) -> None:  # noqa: ANN001
             restored = next((x for x in events if x.at > e.at and x.kind == "checkpoint_restored"), None)
             if restored is not None:
                 resumed.append(restored.at - e.at)
-                later = [row for row in progress if row[0] > restored.at]
+                later = [row for row in progress if row.at > restored.at]
                 if later:
-                    trained.append(later[0][0] - e.at)
+                    trained.append(later[0].at - e.at)
         replans = [x.detail.get("seconds", 0) for x in events if x.kind == "replanned"]
         print(f"recovery over {len(resumed)} preemptions ({outcome.generations} generations, 4 nodes, 2 regions):")
         print(f"  kill -> checkpoint restored: median {statistics.median(resumed):.2f} s, max {max(resumed):.2f} s "
@@ -85,7 +84,7 @@ def recovery(plan) -> None:  # noqa: ANN001
 def overhead(plan) -> None:  # noqa: ANN001
     """Time inside checkpoint writes (rank 0: serialise, hash, write, fsync, rename) as a share of the
     wall time between checkpoints; and the same run without checkpoints for a throughput check."""
-    from geotrain.launcher.ledger import Ledger
+    from geotrain.ledger import Ledger
 
     with tempfile.TemporaryDirectory() as tmp:
         run_id, _ = launch(plan, Path(tmp), steps=150, checkpoint_every=10)
@@ -95,11 +94,11 @@ def overhead(plan) -> None:  # noqa: ANN001
         writes = [b - a for a, b in zip(starts, ends, strict=False)]
         gaps = [b - a for a, b in zip(starts, starts[1:], strict=False)]
         rows = [r for r in Ledger().progress_rows(run_id) if r[2] > 20]
-        with_ckpt = (rows[-1][3] - rows[0][3]) / (rows[-1][0] - rows[0][0])
+        with_ckpt = (rows[-1].samples - rows[0].samples) / (rows[-1].at - rows[0].at)
     with tempfile.TemporaryDirectory() as tmp:
         run_id, _ = launch(plan, Path(tmp), steps=150, checkpoint_every=10_000)
         rows = [r for r in Ledger().progress_rows(run_id) if r[2] > 20]
-        without = (rows[-1][3] - rows[0][3]) / (rows[-1][0] - rows[0][0])
+        without = (rows[-1].samples - rows[0].samples) / (rows[-1].at - rows[0].at)
     share = statistics.mean(writes) / statistics.mean(gaps)
     print(f"checkpoint overhead: a write takes {statistics.mean(writes) * 1000:.1f} ms every "
           f"{statistics.mean(gaps):.2f} s (10 steps): {share:.1%} of step time; throughput {with_ckpt:,.0f} "
@@ -133,7 +132,7 @@ TORCHRUN_SCRIPT = textwrap.dedent("""
 
 
 def throughput(plan) -> None:  # noqa: ANN001
-    from geotrain.launcher.ledger import Ledger
+    from geotrain.ledger import Ledger
 
     steps = 220
     with tempfile.TemporaryDirectory() as tmp:
@@ -147,7 +146,7 @@ def throughput(plan) -> None:  # noqa: ANN001
     with tempfile.TemporaryDirectory() as tmp:
         run_id, _ = launch(plan, Path(tmp), steps=steps, checkpoint_every=10_000)
         rows = [r for r in Ledger().progress_rows(run_id) if r[2] >= 20]
-        ours = (rows[-1][3] - rows[0][3]) / (rows[-1][0] - rows[0][0])
+        ours = (rows[-1].samples - rows[0].samples) / (rows[-1].at - rows[0].at)
     print(f"step throughput, {WORLD} processes, tiny-cnn, global batch {MICRO * 32}: geotrain {ours:,.0f} samples/s, "
           f"plain torchrun DDP {plain:,.0f}: ratio {ours / plain:.3f} (target ≥ 0.95)")
 

@@ -16,13 +16,15 @@ import time
 from geotrain.domain import Continent, InstanceShape, InterruptionSignal, Location, Market, NodeGroup, Offer
 from geotrain.perf.calibration import load_runs, run_groups
 from geotrain.perf.data import data_text
-from geotrain.perf.model import PerfModel, make_strategy
+from geotrain.domain import SyncSettings
+from geotrain.perf.model import PerfModel
+from geotrain.pricing.egress import EgressPrices
 from geotrain.perf.workloads import WorkloadRegistry
 
 
 def calibration_table(model: PerfModel) -> None:
     registry = WorkloadRegistry.bundled()
-    strategy = make_strategy("hivemind")
+    strategy = SyncSettings("hivemind")
     errors, round_errors = [], []
     print(f"{'setup':<24} {'acc':<15} {'n':>2} {'workload':<17} {'measured':>9} {'predicted':>9} {'err':>6}"
           f" {'avg_s':>6} {'pred_s':>6} {'err':>6}")
@@ -58,7 +60,7 @@ def speed(model: PerfModel, seconds: float = 2.0) -> None:
         NodeGroup(offer("azure", "eastus", "", Continent.NORTH_AMERICA, "Standard_NC4as_T4_v3", "T4", 0.13), 2),
     ]
     for name in ("hivemind", "allreduce", "local-sgd", "asgd-ga"):
-        strategy = make_strategy(name)
+        strategy = SyncSettings(name)
         workload = registry.get("convnext-large")
         model.predict(workload, groups, strategy)  # warm the link cache, as a planner does
         count, start = 0, time.perf_counter()
@@ -70,6 +72,6 @@ def speed(model: PerfModel, seconds: float = 2.0) -> None:
 
 
 if __name__ == "__main__":
-    perf = PerfModel()
+    perf = PerfModel(egress=EgressPrices.bundled())
     calibration_table(perf)
     speed(perf)

@@ -7,6 +7,12 @@ A job spec says what to train, what to optimise and within which limits::
     objective: min_cost                  # min_cost | max_throughput | min_cost_per_sample | min_cost_by_deadline
                                          #   (default: from what is given, see infer_objective)
     strategy: hivemind                   # hivemind | allreduce | local-sgd | asgd-ga   (default hivemind)
+    sync:                                # the strategy's knobs, all optional (defaults: domain.SyncSettings)
+      target_batch_size: 32768           #   hivemind: samples per averaging round
+      local_steps: 32                    #   local-sgd: steps between averaging rounds
+      accumulation_steps: 16             #   asgd-ga: steps per push
+      precision: fp16                    #   fp32 | fp16 | bf16 | int8 on the wire
+      micro_batches: 1                   #   micro-batches each node trains per step
     target_samples_per_s: 500            # required by min_cost
     budget_usd_per_hour: 20              # required by max_throughput
     total_samples: 100000000             # required by min_cost_by_deadline
@@ -41,10 +47,13 @@ Every problem raises :class:`~geotrain.errors.JobSpecError` naming the field, e.
 
 from __future__ import annotations
 
+from dataclasses import fields as dataclass_fields
 from dataclasses import replace
 from pathlib import Path
 
-from geotrain.domain import Constraints, Continent, DatasetSpec, JobSpec, Objective, SyncStrategyName
+from geotrain.domain import (
+    PRECISIONS, Constraints, Continent, DatasetSpec, JobSpec, Objective, SyncSettings, SyncStrategyName,
+)
 from geotrain.errors import JobSpecError
 from geotrain.specfile import Fields, load_yaml_mapping
 
@@ -67,9 +76,7 @@ def parse_job_spec(fields: Fields, *, base_dir: Path) -> JobSpec:
     name = fields.text("name")
     workload = fields.text("workload")
     objective_text = fields.choice("objective", [o.value for o in Objective], None)
-    strategy = SyncStrategyName(
-        fields.choice("strategy", [s.value for s in SyncStrategyName], SyncStrategyName.HIVEMIND.value)
-    )
+    sync = parse_sync(fields)
     target = fields.number("target_samples_per_s", None, above=0)
     budget = fields.number("budget_usd_per_hour", None, above=0)
     total = fields.whole("total_samples", None, minimum=1)
@@ -89,11 +96,45 @@ def parse_job_spec(fields: Fields, *, base_dir: Path) -> JobSpec:
     checkpoint_url = fields.text("checkpoint_url", None)
     fields.finish()
     return JobSpec(
-        name=name, workload=workload, objective=objective, strategy=strategy,
+        name=name, workload=workload, objective=objective, sync=sync,
         target_samples_per_s=target, budget_usd_per_hour=budget, total_samples=total,
         deadline_h=deadline, constraints=constraints, onprem_inventory=inventory,
         dataset=dataset, checkpoint_url=checkpoint_url,
     )
+
+
+_STRATEGIES = [s.value for s in SyncStrategyName]
+
+
+def parse_sync(fields: Fields) -> SyncSettings:
+    """``strategy`` (top level, the usual way to say it) and the ``sync`` section (every knob; it may
+    name the strategy too, but not a different one). What is not given takes SyncSettings' default."""
+    strategy = fields.choice("strategy", _STRATEGIES, None)
+    section = fields.section("sync")
+    values: dict = {}
+    if section is not None:
+        inner = section.choice("strategy", _STRATEGIES, None)
+        if strategy is not None and inner is not None and inner != strategy:
+            raise section.fail("strategy", f"{inner!r} contradicts strategy: {strategy!r}; give it once")
+        strategy = strategy or inner
+        for name in ("target_batch_size", "local_steps", "accumulation_steps", "micro_batches"):
+            value = section.whole(name, None, minimum=1)
+            if value is not None:
+                values[name] = value
+        precision = section.choice("precision", PRECISIONS, None)
+        if precision is not None:
+            values["precision"] = precision
+        section.finish()
+    if strategy is not None:
+        values["strategy"] = SyncStrategyName(strategy)
+    return SyncSettings(**values)
+
+
+def sync_to_mapping(sync: SyncSettings) -> dict:
+    """The ``sync`` section in the file's own form, every knob written out."""
+    out = {f.name: getattr(sync, f.name) for f in dataclass_fields(sync)}
+    out["strategy"] = sync.strategy.value
+    return out
 
 
 def infer_objective(target: float | None, budget: float | None, total: int | None,
@@ -197,7 +238,7 @@ def job_to_mapping(job: JobSpec) -> dict:
     }
     out = {
         "name": job.name, "workload": job.workload, "objective": job.objective.value,
-        "strategy": job.strategy.value, "target_samples_per_s": job.target_samples_per_s,
+        "sync": sync_to_mapping(job.sync), "target_samples_per_s": job.target_samples_per_s,
         "budget_usd_per_hour": job.budget_usd_per_hour, "total_samples": job.total_samples,
         "deadline_h": job.deadline_h,
         "constraints": {k: v for k, v in constraints.items() if v is not None} or None,

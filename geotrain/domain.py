@@ -58,6 +58,49 @@ class SyncStrategyName(StrEnum):
     ASGD_GA = "asgd-ga"  # asynchronous SGD with gradient accumulation between regions
 
 
+PRECISIONS = ("fp32", "fp16", "bf16", "int8")  # how parameters and gradients travel on the wire
+
+
+@dataclass(frozen=True, slots=True)
+class SyncSettings:
+    """How peers synchronise, with every knob. The defaults written here are the only ones: the job spec,
+    the flags of ``plan`` and ``estimate``, the plan file, the perf model, the solver and the training
+    runtime all take them from this class.
+
+    - ``strategy``: see :class:`SyncStrategyName`;
+    - ``target_batch_size``: hivemind — samples all peers train between two averaging rounds;
+    - ``local_steps``: local-sgd — steps between two rounds of model averaging (H);
+    - ``accumulation_steps``: asgd-ga — steps a region accumulates before it pushes (A);
+    - ``precision``: bytes per parameter on the wire (one of :data:`PRECISIONS`);
+    - ``micro_batches``: micro-batches (of the workload's micro-batch size, per accelerator) each node
+      trains per step; the global batch of a step is ``micro_batches`` × nodes × that size.
+    """
+
+    strategy: SyncStrategyName = SyncStrategyName.HIVEMIND
+    target_batch_size: int = 32768
+    local_steps: int = 32
+    accumulation_steps: int = 16
+    precision: str = "fp16"
+    micro_batches: int = 1
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "strategy", SyncStrategyName(self.strategy))
+        if self.precision not in PRECISIONS:
+            raise ValueError(f"precision {self.precision!r} is not one of {', '.join(PRECISIONS)}")
+        for name in ("target_batch_size", "local_steps", "accumulation_steps", "micro_batches"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a whole number >= 1, got {value!r}")
+
+    def describe(self) -> str:
+        """The settings that matter for this strategy, in words."""
+        knob = {SyncStrategyName.HIVEMIND: f"target batch {self.target_batch_size}",
+                SyncStrategyName.LOCAL_SGD: f"averaging every {self.local_steps} steps",
+                SyncStrategyName.ASGD_GA: f"pushing every {self.accumulation_steps} steps",
+                SyncStrategyName.ALLREDUCE: "all-reduce every step"}[self.strategy]
+        return f"{self.strategy.value} ({knob}, {self.precision} on the wire, {self.micro_batches} micro-batch/node/step)"
+
+
 class LinkClass(StrEnum):
     """How far apart two nodes are, as clouds price the traffic between them."""
 
@@ -143,9 +186,32 @@ class InterruptionSignal:
         return math.inf if self.interruptions_per_hour == 0 else 1.0 / self.interruptions_per_hour
 
 
+@dataclass(frozen=True, slots=True, order=True)
+class OfferId:
+    """The stable key of an offer: ``cloud/region/zone/instance_type/market`` (zone ``-`` when the
+    price is region-wide). The one place that writes and reads that form."""
+
+    cloud: str
+    region: str
+    zone: str
+    instance_type: str
+    market: Market
+
+    def __str__(self) -> str:
+        return f"{self.cloud}/{self.region}/{self.zone or '-'}/{self.instance_type}/{self.market}"
+
+    @classmethod
+    def parse(cls, text: str) -> OfferId:
+        parts = str(text).split("/")
+        if len(parts) != 5 or not all(parts) or parts[4] not in {m.value for m in Market}:
+            raise ValueError(f"{text!r} is not an offer id (cloud/region/zone/instance_type/market)")
+        cloud, region, zone, instance_type, market = parts
+        return cls(cloud, region, "" if zone == "-" else zone, instance_type, Market(market))
+
+
 @dataclass(frozen=True, slots=True)
 class Offer:
-    """One purchasable option at one moment. ``offer_id`` is its stable key."""
+    """One purchasable option at one moment. ``offer_id`` is its stable key (``str`` of :attr:`key`)."""
 
     location: Location
     shape: InstanceShape
@@ -158,9 +224,13 @@ class Offer:
     uplink_gbps: float | None = None  # on-prem sites: their internet uplink
 
     @property
-    def offer_id(self) -> str:
+    def key(self) -> OfferId:
         loc = self.location
-        return f"{loc.cloud}/{loc.region}/{loc.zone or '-'}/{self.shape.instance_type}/{self.market}"
+        return OfferId(loc.cloud, loc.region, loc.zone, self.shape.instance_type, self.market)
+
+    @property
+    def offer_id(self) -> str:
+        return str(self.key)
 
     @property
     def price_usd_per_accelerator_hour(self) -> float | None:
@@ -226,7 +296,7 @@ class JobSpec:
     name: str
     workload: str
     objective: Objective
-    strategy: SyncStrategyName = SyncStrategyName.HIVEMIND
+    sync: SyncSettings = field(default_factory=SyncSettings)
     target_samples_per_s: float | None = None
     budget_usd_per_hour: float | None = None
     total_samples: int | None = None
@@ -235,6 +305,10 @@ class JobSpec:
     onprem_inventory: str | None = None  # path to an inventory file
     dataset: DatasetSpec | None = None
     checkpoint_url: str | None = None
+
+    @property
+    def strategy(self) -> SyncStrategyName:
+        return self.sync.strategy
 
 
 @dataclass(frozen=True, slots=True)
@@ -298,11 +372,8 @@ class Plan:
     items: tuple[PlanItem, ...]
     totals: PlanTotals
     solver: SolverReport
-    target_batch_size: int = 32768
-    local_steps: int = 32
-    accumulation_steps: int = 16
-    precision: str = "fp16"
-    recovery_h: float = 0.25
+    recovery_h: float = 0.25  # work an interruption costs (checkpoint interval share + restart)
+    provider: str | None = None  # "local": predicted for the local provider's nodes (processes here)
     frontier: tuple[tuple[float, float], ...] = ()  # (samples/s, $/h)
     baseline: Baseline | None = None
     assumptions: tuple[str, ...] = ()
@@ -310,3 +381,7 @@ class Plan:
     @property
     def nodes(self) -> int:
         return sum(item.count for item in self.items)
+
+    @property
+    def sync(self) -> SyncSettings:
+        return self.job.sync

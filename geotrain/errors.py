@@ -12,7 +12,8 @@ The tree, with the process exit code the CLI maps each branch to (once, in ``geo
     │   ├── CredentialsError          4  missing or rejected credentials
     │   ├── CapacityError             4  the scope (zone, region) has no capacity now
     │   ├── QuotaError                4  an account quota is exhausted
-    │   └── ThrottledError            4  the API asked us to slow down
+    │   ├── ThrottledError            4  the API asked us to slow down
+    │   └── ProviderTimeoutError      4  a call timed out and its outcome is unknown (list to find out)
     └── RunError                      5  a launched run failed (training crashed, restart budget spent)
 
 Exit code 130 is reserved for Ctrl-C, and 0 for success. Messages are one sentence (or two) that say
@@ -83,6 +84,11 @@ class QuotaError(ProviderError):
 
 class ThrottledError(ProviderError):
     """The provider's API rate-limited the request."""
+
+
+class ProviderTimeoutError(ProviderError):
+    """A call timed out and its outcome is unknown: a launch may or may not have made its node. The
+    caller lists the run's nodes (by request id) before trying again."""
 
 
 class RunError(GeotrainError):

@@ -992,6 +992,7 @@ class EgressRow:
     low: float | None = None
     high: float | None = None
     note: str = ""
+    payer: str = "sender"  # sender: the sending VM's cloud bills it; receiver: the receiving VM's cloud does
 
 
 def median_rows(cloud: str, link_class: str, pairs: list[tuple[str, str, float]], source: str,
@@ -1030,6 +1031,11 @@ def egress_table(data: Path) -> list[EgressRow]:
     for cloud in CLOUDS:
         out.append(EgressRow(cloud, "cross_zone", "*", "*", num(dec(erben[cloud]["egress inter-zone $/GB"], "erben")),
                              "erben-2023", note="Erben et al. price table, April 2023"))
+    # AWS bills traffic between Availability Zones of one region on both sides: the same $/GB "in each
+    # direction" (EC2 pricing page, "Data Transfer within the same AWS Region")
+    out.append(EgressRow("aws", "cross_zone", "*", "*", num(dec(erben["aws"]["egress inter-zone $/GB"], "erben")),
+                         "aws-ec2-pricing", note="the receiving instance pays the inter-zone rate too (in each direction)",
+                         payer="receiver"))
 
     def cont(cloud: str, region: str, where: str) -> str:
         return require_continent(cloud, region, where)
@@ -1066,7 +1072,7 @@ def egress_table(data: Path) -> list[EgressRow]:
         out += median_rows(cloud, "cross_continent", other, source, with_src_rows=True)
     for cloud in CLOUDS:
         out += median_rows(cloud, "internet", cross[cloud], "skyplane-egress", with_src_rows=True)
-    return sorted(out, key=lambda e: (e.cloud, LINK_ORDER.index(e.link_class), e.src, e.dst))
+    return sorted(out, key=lambda e: (e.cloud, LINK_ORDER.index(e.link_class), e.payer != "sender", e.src, e.dst))
 
 
 LINK_ORDER = ("same_zone", "cross_zone", "cross_region", "cross_continent", "internet")
@@ -1096,8 +1102,8 @@ def erben_egress(data: Path) -> dict[str, dict[str, str]]:
 
 
 def egress_csv(rows: list[EgressRow]) -> bytes:
-    lines = [["cloud", "link_class", "src_continent", "dst_continent", "usd_per_gb", "source"]]
-    lines += [[e.cloud, e.link_class, e.src, e.dst, e.usd_per_gb, e.source] for e in rows]
+    lines = [["cloud", "link_class", "src_continent", "dst_continent", "usd_per_gb", "payer", "source"]]
+    lines += [[e.cloud, e.link_class, e.src, e.dst, e.usd_per_gb, e.payer, e.source] for e in rows]
     return csv_bytes(lines)
 
 
@@ -1194,11 +1200,12 @@ def counts_table(table: pd.DataFrame) -> str:
 
 
 def egress_md(rows: list[EgressRow]) -> str:
-    lines = ["| cloud | link class | src → dst | $/GB | source | what it is |", "|---|---|---|---:|---|---|"]
+    lines = ["| cloud | link class | src → dst | $/GB | payer | source | what it is |", "|---|---|---|---:|---|---|---|"]
     for e in rows:
         what = (f"median of {e.pairs} region pairs (min {num(e.low)}, max {num(e.high)})"
                 if e.pairs is not None else e.note)
-        lines.append(f"| {e.cloud} | {e.link_class} | {e.src} → {e.dst} | {e.usd_per_gb} | {e.source} | {what} |")
+        lines.append(f"| {e.cloud} | {e.link_class} | {e.src} → {e.dst} | {e.usd_per_gb} | {e.payer} | {e.source} "
+                     f"| {what} |")
     return "\n".join(lines)
 
 
@@ -1338,7 +1345,28 @@ on a region without a rule.
 
 ## egress.csv
 
-Price per GB leaving a VM of `cloud`. `same_zone` = 0 on all three clouds: that is the clouds' list
+Price per GB of traffic between two VMs, billed by `cloud`: the sending VM's cloud (`payer` sender)
+or, where a cloud bills incoming traffic too, the receiving VM's (`payer` receiver). A transfer costs
+the sender's row plus the receiver's row, if its cloud has one for that link class.
+
+Billing rules, as each cloud's price page states them (geotrain follows them in plans, in launch's
+spend so far and in cost-report alike):
+- **Direction.** Traffic into a cloud is free on all three (AWS EC2 pricing, "Data Transfer IN To
+  Amazon EC2 From Internet: $0.00"; Google Cloud "VPC network pricing": ingress free; Azure
+  "Bandwidth pricing": inbound data transfer free) — except between **AWS** Availability Zones of
+  one region, which AWS bills "in each direction" (EC2 On-Demand pricing, "Data Transfer within the
+  same AWS Region": $0.01/GB in and $0.01/GB out), hence the `receiver` row. **GCP** bills traffic
+  between zones of one region once, on egress ($0.01/GB, "VPC network pricing"). **Azure** announced
+  inter-zone charges in 2021 and withdrew them in May 2024 (Bandwidth pricing): 0, as in Erben et al.'s
+  table; Azure prices are region-wide in this catalog anyway.
+- **Free tiers** (AWS 100 GB/month of internet egress per account, Azure the first 100 GB/month, GCP
+  Standard Tier 200 GB/month) are per account and month: geotrain cannot know what else the account
+  sent, so it does not deduct them; a run's cost is an upper bound by at most that allowance.
+- **Object storage** in the VM's own region is free to write to and read from on all three clouds
+  (S3, Cloud Storage and Blob Storage in-region transfer): checkpoint traffic is priced only when the
+  storage is in another region (cost-report's storage line).
+
+`same_zone` = 0 on all three clouds: that is the clouds' list
 pricing (traffic within one zone over private IPs is free); no file in the shared data states it —
 Erben's table starts at inter-zone. `cross_zone` = Erben et al.'s table (April 2023; Azure 0.00 there).
 `cross_region` (same continent) and `cross_continent` (same cloud): AWS from SkyNomad's

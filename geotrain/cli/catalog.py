@@ -14,7 +14,7 @@ app = typer.Typer(help="Look at and manage the price catalog (offers of all clou
 
 _CONTINENTS = tuple(c.value for c in Continent)
 _MARKETS = tuple(m.value for m in Market)
-DEFAULT_ROWS = 40
+DEFAULT_ROWS = 40  # app.catalog.DEFAULT_ROWS (not imported: pandas loads only when a command runs)
 
 
 @app.command("list")
@@ -33,47 +33,19 @@ def list_offers(
     as_json: bool = typer.Option(False, "--json", help="Print a JSON list of offers keyed by schema column."),
 ) -> None:
     """List offers, cheapest per accelerator first, with spot discount and interruption band."""
-    from geotrain.pricing.catalog import comparison_view
-    from geotrain.pricing.snapshot import OfferFilter, SnapshotStore
+    from geotrain.app import catalog
 
-    offer_filter = OfferFilter(
-        clouds=split_values(cloud),
-        regions=split_values(region),
-        continents=tuple(Continent(c) for c in checked(split_values(continent), _CONTINENTS, "--continent")),
-        accelerators=split_values(accelerator),
-        markets=tuple(Market(m) for m in checked(split_values(market), _MARKETS, "--market")),
-        instance_types=split_values(instance_type),
-        max_price_usd_per_hour=max_price,
+    listing = catalog.list_offers(
+        clouds=split_values(cloud), regions=split_values(region),
+        continents=checked(split_values(continent), _CONTINENTS, "--continent"),
+        accelerators=split_values(accelerator), markets=checked(split_values(market), _MARKETS, "--market"),
+        instance_types=split_values(instance_type), max_price=max_price, limit=limit, as_json=as_json,
+        snapshot_id=snapshot_id,
     )
-    store = SnapshotStore()
-    snapshot = store.load(snapshot_id) if snapshot_id else store.current()
-    view = comparison_view(snapshot, offer_filter)
-    shown = view if not limit and (as_json or limit == 0) else view.head(limit or DEFAULT_ROWS)
     if as_json:
-        print_json(_offer_records(shown))
+        print_json(catalog.offer_records(listing.view))
         return
-    _render_offers(shown, total=len(view), snapshot=snapshot)
-
-
-def _offer_records(view):  # noqa: ANN001, ANN202 - pandas is imported lazily
-    from geotrain.pricing.schema import COLUMN_NAMES, to_text
-
-    text = to_text(view)
-    records = []
-    for (_, typed), (_, raw) in zip(view.iterrows(), text.iterrows(), strict=True):
-        record = {}
-        for name in COLUMN_NAMES:
-            value = typed[name]
-            if raw[name] == "":
-                record[name] = None if name not in ("zone", "source") else ""
-            elif name == "observed_at":
-                record[name] = raw[name]
-            elif isinstance(value, str):
-                record[name] = value
-            else:
-                record[name] = value.item() if hasattr(value, "item") else value
-        records.append(record)
-    return records
+    _render_offers(listing.view, total=listing.total, snapshot=listing.snapshot)
 
 
 def _render_offers(view, *, total: int, snapshot) -> None:  # noqa: ANN001
@@ -125,12 +97,9 @@ def show(
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
 ) -> None:
     """Describe a snapshot: where its prices come from, when they were observed, what it covers."""
-    from geotrain.pricing.catalog import summary
-    from geotrain.pricing.snapshot import SnapshotStore
+    from geotrain.app import catalog
 
-    store = SnapshotStore()
-    snapshot = store.load(snapshot_id) if snapshot_id else store.current()
-    info = summary(snapshot)
+    info = catalog.show(snapshot_id)
     if as_json:
         print_json(info)
         return
@@ -149,15 +118,9 @@ def show(
 @app.command("snapshots")
 def snapshots(as_json: bool = typer.Option(False, "--json", help="Print the list as JSON.")) -> None:
     """List stored snapshots and which one is current."""
-    from geotrain.pricing.snapshot import BUNDLED, SnapshotStore, bundled_snapshot
+    from geotrain.app import catalog
 
-    store = SnapshotStore()
-    current = store.current_id()
-    bundled = bundled_snapshot()
-    rows = [{"snapshot_id": bundled.snapshot_id, "label": BUNDLED, "offers": len(bundled),
-             "created_at": bundled.created_at.isoformat(), "parent_id": None}] + store.listing()
-    for row in rows:
-        row["current"] = row["snapshot_id"] == current or (current == BUNDLED and row["label"] == BUNDLED)
+    rows = catalog.snapshots()
     if as_json:
         print_json(rows)
         return
@@ -177,12 +140,10 @@ def import_file(
                                  help="Make a snapshot of this file alone instead of merging into the current one."),
 ) -> None:
     """Import offers into a new snapshot (merged into the current one) and make it current."""
-    from geotrain.pricing.catalog import import_into_catalog
-    from geotrain.pricing.importers import FileFormat
-    from geotrain.pricing.snapshot import SnapshotStore
+    from geotrain.app import catalog
 
-    fmt = FileFormat(checked((file_format,), tuple(f.value for f in FileFormat), "--format")[0])
-    outcome = import_into_catalog(path, store=SnapshotStore(), file_format=fmt, cloud=cloud, replace=replace)
+    checked((file_format,), catalog.FILE_FORMATS, "--format")
+    outcome = catalog.import_file(path, file_format=file_format, cloud=cloud, replace=replace)
     out = console()
     how = "alone" if outcome.replaced_all else f"merged into {outcome.snapshot.parent_id}"
     out.print(f"Imported {len(outcome.result.table)} offers ({outcome.result.file_format.value} format) from {path}; "
@@ -194,7 +155,7 @@ def import_file(
 @app.command("use")
 def use(snapshot_id: str = typer.Argument(..., help="Snapshot id, or 'bundled'.")) -> None:
     """Make a stored snapshot (or the bundled one) current."""
-    from geotrain.pricing.snapshot import SnapshotStore
+    from geotrain.app import catalog
 
-    snapshot = SnapshotStore().set_current(snapshot_id)
+    snapshot = catalog.use(snapshot_id)
     console().print(f"Current snapshot: {snapshot.snapshot_id} ({snapshot.label}, {len(snapshot)} offers).")

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import typer
 
-from geotrain.cli.render import checked, console, print_json, usd
-from geotrain.domain import SyncStrategyName
+from geotrain.cli.render import console, print_json, sync_settings, usd
+from geotrain.domain import PRECISIONS, SyncStrategyName
 
 _STRATEGIES = tuple(s.value for s in SyncStrategyName)
 NODES_HELP = ("Comma-separated CLOUD/ZONE-OR-REGION/INSTANCE[/MARKET]=COUNT items, e.g. "
@@ -19,12 +19,14 @@ NODES_HELP = ("Comma-separated CLOUD/ZONE-OR-REGION/INSTANCE[/MARKET]=COUNT item
 def estimate(
     workload: str = typer.Option(..., "--workload", help="Workload name, e.g. convnext-large, roberta-xlm, tiny-cnn."),
     nodes: str = typer.Option(..., "--nodes", help=NODES_HELP),
-    strategy: str = typer.Option("hivemind", "--strategy", help=f"One of {', '.join(_STRATEGIES)}."),
+    strategy: str = typer.Option(None, "--strategy", help=f"One of {', '.join(_STRATEGIES)} (default hivemind)."),
     onprem: Path = typer.Option(None, "--onprem", help="On-prem inventory (YAML) for onprem/... nodes."),
-    precision: str = typer.Option("fp16", "--precision", help="Bytes per parameter on the wire: fp32, fp16, bf16, int8."),
-    target_batch_size: int = typer.Option(32768, "--tbs", min=1, help="hivemind: samples per averaging round."),
-    local_steps: int = typer.Option(32, "--local-steps", min=1, help="local-sgd: steps between averaging."),
-    accumulation_steps: int = typer.Option(16, "--accumulation-steps", min=1, help="asgd-ga: steps per push."),
+    precision: str = typer.Option(None, "--precision", help=f"On the wire: {', '.join(PRECISIONS)} (default fp16)."),
+    target_batch_size: int = typer.Option(None, "--tbs", min=1, help="hivemind: samples per averaging round."),
+    local_steps: int = typer.Option(None, "--local-steps", min=1, help="local-sgd: steps between averaging."),
+    accumulation_steps: int = typer.Option(None, "--accumulation-steps", min=1, help="asgd-ga: steps per push."),
+    micro_batches: int = typer.Option(None, "--micro-batches", min=1, help="Micro-batches per node and step."),
+    provider: str = typer.Option(None, "--provider", help="local: the nodes are processes on this machine."),
     rates: Path = typer.Option(None, "--rates", help="CSV of your own compute rates (workload,accelerator,samples_per_s)."),
     links: Path = typer.Option(None, "--links", help="CSV of your own link measurements (src,dst,bandwidth_gbps,rtt_ms)."),
     workloads: Path = typer.Option(None, "--workloads", help="CSV of your own workloads (name,parameters,kind,samples_per_step)."),
@@ -32,76 +34,26 @@ def estimate(
     as_json: bool = typer.Option(False, "--json", help="Print the estimate as JSON."),
 ) -> None:
     """Predict samples/s, round time, egress and $/1M samples for a mix of nodes, and name the bottleneck."""
-    from geotrain.perf.service import EstimateRequest
-    from geotrain.perf.service import estimate as run_estimate
-    from geotrain.pricing.snapshot import SnapshotStore
+    from geotrain.app.estimate import EstimateRequest, estimate_record
+    from geotrain.app.estimate import estimate as run_estimate
 
-    checked((strategy,), _STRATEGIES, "--strategy")
+    sync = sync_settings(strategy=strategy, target_batch_size=target_batch_size, local_steps=local_steps,
+                         accumulation_steps=accumulation_steps, precision=precision, micro_batches=micro_batches)
     request = EstimateRequest(
-        workload=workload, nodes=nodes, strategy=SyncStrategyName(strategy), precision=precision,
-        target_batch_size=target_batch_size, local_steps=local_steps, accumulation_steps=accumulation_steps,
-        onprem_inventory=onprem, rates_file=rates, links_file=links, workloads_file=workloads,
+        workload=workload, nodes=nodes, sync=sync, onprem_inventory=onprem, rates_file=rates, links_file=links,
+        workloads_file=workloads, snapshot_id=snapshot_id, provider=provider,
     )
-    store = SnapshotStore()
-    snapshot = store.load(snapshot_id) if snapshot_id else store.current()
-    result = run_estimate(request, snapshot)
+    result = run_estimate(request)
     if as_json:
         print_json(estimate_record(result))
     else:
         render(result)
 
 
-def estimate_record(result) -> dict:  # noqa: ANN001
-    from geotrain.perf.describe import bottleneck_words
-
-    def finite(x: float) -> float | None:
-        return None if x is None or math.isinf(x) or math.isnan(x) else x
-
-    b = result.bottleneck
-    return {
-        "workload": result.workload,
-        "strategy": result.strategy.value,
-        "precision": result.precision,
-        "nodes": [
-            {"offer_id": g.offer.offer_id, "count": g.count, "price_usd_per_hour": g.offer.price_usd_per_hour,
-             "samples_per_s_per_node": r.samples_per_s, "rate_estimated": r.estimated, "rate_source": r.source}
-            for g, r in zip(result.groups, result.rates, strict=True)
-        ],
-        "node_count": result.nodes,
-        "samples_per_s": result.samples_per_s,
-        "time_per_round_s": result.time_per_round_s,
-        "samples_per_round": result.samples_per_round,
-        "compute_time_per_round_s": result.compute_time_per_round_s,
-        "comm_time_per_round_s": result.comm_time_per_round_s,
-        "granularity": finite(result.granularity),
-        "compute_usd_per_hour": result.compute_usd_per_hour,
-        "egress_usd_per_hour": result.egress_usd_per_hour,
-        "egress_gb_per_hour": result.egress_gb_per_hour,
-        "egress_usd_per_hour_by_cloud": result.egress_usd_per_hour_by_cloud,
-        "egress_usd_per_hour_by_link_class": result.egress_usd_per_hour_by_link_class,
-        "usd_per_hour": result.usd_per_hour,
-        "usd_per_million_samples": result.usd_per_million_samples,
-        "bytes_per_peer_per_round": result.bytes_per_peer_per_round,
-        "interruptions_per_hour": result.interruptions_per_hour,
-        "bottleneck": {
-            "what": b.what if b else "compute",
-            "seconds": b.seconds if b else 0.0,
-            "description": bottleneck_words(result),
-            "link": None if not (b and b.link) else {
-                "from": result.groups[b.groups[0]].offer.offer_id, "to": result.groups[b.groups[1]].offer.offer_id,
-                "link_class": b.link.link_class.value, "bandwidth_gbps": b.link.bandwidth_gbps,
-                "rtt_ms": b.link.rtt_ms, "bandwidth_measured": b.link.bandwidth_measured,
-                "rtt_measured": b.link.rtt_measured, "source": b.link.source,
-            },
-        },
-    }
-
-
-def render(result) -> None:  # noqa: ANN001
+def render(outcome) -> None:  # noqa: ANN001
     from rich.table import Table
 
-    from geotrain.perf.describe import bottleneck_words
-
+    result = outcome.estimate
     out = console()
     table = Table(title=f"{result.workload} with {result.strategy.value} on {result.nodes} nodes", title_justify="left")
     for name in ("nodes", "offer", "$/h each", "samples/s each", "rate"):
@@ -126,4 +78,4 @@ def render(result) -> None:  # noqa: ANN001
     interruptions = result.interruptions_per_hour
     out.print("interruptions   " + ("unknown for some offers" if interruptions is None
                                     else f"{interruptions:.4f} expected per hour"))
-    out.print(f"bottleneck      {bottleneck_words(result)}")
+    out.print(f"bottleneck      {outcome.bottleneck}")

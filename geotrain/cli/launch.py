@@ -14,15 +14,18 @@ from geotrain.cli.render import console, print_json, usd
 def launch(
     ctx: typer.Context,
     plan_path: Path = typer.Argument(None, help="Plan file from `geotrain plan -o` (not with --resume)."),
-    provider: str = typer.Option("local", "--provider", help="Where nodes come from (local: processes here)."),
-    workload: str = typer.Option("tiny-cnn", "--workload", help="Built-in workload to train: tiny-cnn or tiny-lm."),
+    provider: str = typer.Option(None, "--provider",
+                                 help="Where nodes come from (default: the plan's; local: processes here)."),
+    train_workload: str = typer.Option(None, "--train-workload",
+                                       help="Train this built-in workload (tiny-cnn, tiny-lm) instead of the plan's "
+                                            "(recorded as a substitution)."),
     steps: int = typer.Option(200, "--steps", min=1, help="Train this many steps (global batches)."),
     checkpoint_url: str = typer.Option(None, "--checkpoint-url", help="Where checkpoints go (any fsspec URL)."),
     checkpoint_every: int = typer.Option(20, "--checkpoint-every", min=1, help="Steps between checkpoints."),
     checkpoint_region: str = typer.Option(None, "--checkpoint-region",
                                           help="cloud/region of the checkpoint storage (prices its traffic)."),
-    sync: str = typer.Option(None, "--sync", help="allreduce or local-sgd (default: from the plan's strategy)."),
-    local_steps: int = typer.Option(8, "--local-steps", min=1, help="local-sgd: steps between averaging."),
+    sync: str = typer.Option(None, "--sync", help="Run allreduce or local-sgd instead of the plan's strategy "
+                                                  "(recorded as a substitution)."),
     deterministic: bool = typer.Option(False, "--deterministic",
                                        help="Bit-identical results whatever the node count (slower sync)."),
     preempt_rate: float = typer.Option(None, "--preempt-rate", min=0, help="Inject preemptions: this many per node-hour."),
@@ -41,42 +44,25 @@ def launch(
     from geotrain.errors import EXIT_INTERRUPTED, InputError
 
     _require_train_extra()
-    from geotrain.launcher import service
-    from geotrain.launcher.loop import LaunchOptions
-    from geotrain.launcher.preemptions import PreemptionSchedule, load_trace, parse_times
-    from geotrain.train.workloads import WORKLOADS
+    from geotrain.app import launch as app_launch
 
     show = _display()
     if resume_id:
-        outcome = service.resume(resume_id, on_status=show)
+        outcome = app_launch.resume(resume_id, on_status=show)
     else:
         if plan_path is None:
             raise InputError("give a plan file (geotrain plan ... -o plan.json), or --resume RUN_ID")
-        if workload not in WORKLOADS:
-            raise InputError(f"--workload: {workload!r} is not one of {', '.join(sorted(WORKLOADS))}")
-        if checkpoint_region is not None and checkpoint_region.count("/") != 1:
-            raise InputError(f"--checkpoint-region: {checkpoint_region!r} is not cloud/region, e.g. aws/us-east-1")
-        if sync not in (None, "allreduce", "local-sgd"):
-            raise InputError(f"--sync: {sync!r} is not allreduce or local-sgd")
-        given = [x for x in (preempt_rate, preempt_trace, preempt_at) if x is not None]
-        if len(given) > 1:
-            raise InputError("give one of --preempt-rate, --preempt-trace, --preempt-at")
-        events = ()
-        if preempt_trace is not None:
-            events = load_trace(preempt_trace)
-        elif preempt_at is not None:
-            events = parse_times(preempt_at)
-        options = LaunchOptions(
-            workload=workload, command=tuple(ctx.args), steps=steps, checkpoint_url=checkpoint_url,
-            checkpoint_location=checkpoint_region,
-            checkpoint_every=checkpoint_every, deterministic=deterministic, sync=sync, local_steps=local_steps,
-            max_restarts=max_restarts, block_s=block_min * 60, budget_usd=max_spend_usd, seed=seed,
-            preemptions=PreemptionSchedule(events, preempt_rate, notice, seed),
+        options = app_launch.launch_options(
+            train_workload=train_workload, sync=sync, command=tuple(ctx.args), steps=steps,
+            checkpoint_url=checkpoint_url, checkpoint_region=checkpoint_region,
+            checkpoint_every=checkpoint_every, deterministic=deterministic, max_restarts=max_restarts,
+            block_min=block_min, max_spend_usd=max_spend_usd, seed=seed, preempt_rate=preempt_rate,
+            preempt_trace=preempt_trace, preempt_at=preempt_at, notice_s=notice,
         )
-        outcome = service.launch(plan_path, options, provider_name=provider, on_status=show,
-                                 on_start=lambda run_id: console().print(f"run {run_id} started"))
+        outcome = app_launch.launch(plan_path, options, provider_name=provider, on_status=show,
+                                    on_start=_started)
     if as_json:
-        print_json(outcome.__dict__ if hasattr(outcome, "__dict__") else _fields(outcome))
+        print_json(_fields(outcome))
     else:
         console().print(f"run {outcome.run_id} {outcome.status}: {outcome.reason}; {outcome.steps} steps in "
                         f"{outcome.generations} generation(s), {outcome.preemptions} preemption(s), "
@@ -100,6 +86,13 @@ def _require_train_extra() -> None:
 
 def _fields(obj) -> dict:  # noqa: ANN001
     return {name: getattr(obj, name) for name in obj.__slots__}
+
+
+def _started(run_id: str, training) -> None:  # noqa: ANN001
+    out = console()
+    out.print(f"run {run_id} started: trains {training.workload} with {training.sync.describe()}")
+    for line in training.substitutions:
+        out.print(f"  substituted: {line}")
 
 
 def _display():  # noqa: ANN202
@@ -127,9 +120,9 @@ def status(
     as_json: bool = typer.Option(False, "--json", help="Print as JSON."),
 ) -> None:
     """Show runs: progress, nodes up per region, cost so far, last events."""
-    from geotrain.launcher import service
+    from geotrain.app.status import status as run_status
 
-    runs = service.status(run_id)
+    runs = run_status(run_id)
     if as_json:
         print_json([_fields(r) for r in runs])
         return
@@ -139,7 +132,8 @@ def status(
     for r in runs:
         nodes = ", ".join(f"{k}: {v}" for k, v in sorted(r.nodes_up_by_region.items())) or "none up"
         rate = "" if r.samples_per_s is None else f", {r.samples_per_s:,.0f} samples/s"
-        out.print(f"[bold]{r.run_id}[/bold] {r.status}{f' ({r.reason})' if r.reason else ''} — {r.workload}, "
+        workload = r.workload + (f" ({'; '.join(r.substitutions)})" if r.substitutions else "")
+        out.print(f"[bold]{r.run_id}[/bold] {r.status}{f' ({r.reason})' if r.reason else ''} — {workload}, "
                   f"step {r.step}/{r.target_steps}, {r.samples:,} samples{rate}, nodes {nodes} "
                   f"(of {r.nodes_total} launched), {r.preemptions} preemptions, {usd(r.usd_so_far, 4)} so far")
         for line in r.last_events:
@@ -148,6 +142,6 @@ def status(
 
 def stop(run_id: str = typer.Argument(..., help="The run to stop.")) -> None:
     """Stop a run and terminate all of its nodes."""
-    from geotrain.launcher import service
+    from geotrain.app.stop import stop as stop_run
 
-    console().print(service.stop(run_id))
+    console().print(stop_run(run_id))

@@ -24,6 +24,8 @@ def plan(
     samples: int = typer.Option(None, "--samples", help="Samples to train (objective min_cost_by_deadline)."),
     deadline: float = typer.Option(None, "--deadline", help="Hours to train them in."),
     strategy: str = typer.Option(None, "--strategy", help=f"One of {', '.join(_STRATEGIES)} (default hivemind)."),
+    provider: str = typer.Option(None, "--provider",
+                                 help="local: plan for the local provider (nodes are processes on this machine)."),
     clouds: list[str] = typer.Option(None, "--clouds", help="Allowed clouds (comma-separated or repeated)."),
     regions: list[str] = typer.Option(None, "--regions", help="Allowed regions (region or cloud/region)."),
     continents: list[str] = typer.Option(None, "--continents", help="Allowed continents."),
@@ -37,10 +39,13 @@ def plan(
     quota: list[str] = typer.Option(None, "--quota", help="SCOPE=N accelerators at most, e.g. aws=16, gcp/us-central1=8."),
     onprem: Path = typer.Option(None, "--onprem", help="On-prem inventory (YAML): your machines join the mix."),
     onprem_required: bool = typer.Option(None, "--onprem-required", help="Use every on-prem machine."),
-    tbs: int = typer.Option(32768, "--tbs", min=1, help="hivemind: samples per averaging round."),
-    local_steps: int = typer.Option(32, "--local-steps", min=1, help="local-sgd: steps between averaging."),
-    accumulation_steps: int = typer.Option(16, "--accumulation-steps", min=1, help="asgd-ga: steps per push."),
-    precision: str = typer.Option("fp16", "--precision", help="Bytes per parameter on the wire: fp32, fp16, bf16, int8."),
+    tbs: int = typer.Option(None, "--tbs", min=1, help="hivemind: samples per averaging round (default 32768)."),
+    local_steps: int = typer.Option(None, "--local-steps", min=1, help="local-sgd: steps between averaging (default 32)."),
+    accumulation_steps: int = typer.Option(None, "--accumulation-steps", min=1,
+                                           help="asgd-ga: steps per push (default 16)."),
+    precision: str = typer.Option(None, "--precision", help="On the wire: fp32, fp16, bf16, int8 (default fp16)."),
+    micro_batches: int = typer.Option(None, "--micro-batches", min=1,
+                                      help="Micro-batches each node trains per step (default 1)."),
     recovery_min: float = typer.Option(15.0, "--recovery-min", min=0, help="Minutes of work an interruption costs."),
     backend: str = typer.Option("CBC", "--backend", help="MIP back end: CBC or SCIP."),
     time_limit: float = typer.Option(60.0, "--time-limit", min=1, help="Seconds the search may take (then: best found, with its gap)."),
@@ -51,19 +56,21 @@ def plan(
     plot: Path = typer.Option(None, "--plot", help="Draw the cost/throughput frontier to this PNG file."),
 ) -> None:
     """Choose the cost/throughput-optimal mix of spot, on-demand and on-prem nodes for a job."""
+    from geotrain.app.plan import PlanRequest, plan_record, run_plan
     from geotrain.cli.render import checked
-    from geotrain.planning.service import PlanRequest, run_plan
-    from geotrain.solver.model import BACKENDS
 
-    checked((backend.upper(),), BACKENDS, "--backend")
     if objective:
         checked((objective,), _OBJECTIVES, "--objective")
     if strategy:
         checked((strategy,), _STRATEGIES, "--strategy")
     flags: dict[str, Any] = {
-        "name": name, "workload": workload, "objective": objective, "strategy": strategy,
+        "name": name, "workload": workload, "objective": objective,
         "target_samples_per_s": target_sps, "budget_usd_per_hour": budget, "total_samples": samples,
         "deadline_h": deadline,
+    }
+    sync_flags: dict[str, Any] = {
+        "strategy": strategy, "target_batch_size": tbs, "local_steps": local_steps,
+        "accumulation_steps": accumulation_steps, "precision": precision, "micro_batches": micro_batches,
     }
     constraints: dict[str, Any] = {
         "clouds": list(split_values(clouds)) or None, "regions": list(split_values(regions)) or None,
@@ -74,16 +81,13 @@ def plan(
         "quotas": _quotas(quota),
     }
     request = PlanRequest(
-        spec=spec, flags=flags, constraint_flags=constraints, onprem=onprem, onprem_required=onprem_required,
-        snapshot_id=snapshot_id, backend=backend.upper(), target_batch_size=tbs, local_steps=local_steps,
-        accumulation_steps=accumulation_steps, precision=precision, recovery_h=recovery_min / 60,
-        time_limit_s=time_limit, nodes=nodes,
+        spec=spec, flags=flags, sync_flags=sync_flags, constraint_flags=constraints, onprem=onprem,
+        onprem_required=onprem_required, snapshot_id=snapshot_id, backend=backend.upper(),
+        recovery_h=recovery_min / 60, time_limit_s=time_limit, nodes=nodes, provider=provider,
     )
     outcome = run_plan(request, output=output, plot=plot)
     if as_json:
-        from geotrain.planning.planfile import plan_to_dict
-
-        print_json(plan_to_dict(outcome))
+        print_json(plan_record(outcome))
         return
     render(outcome, output=output, plot=plot)
 
@@ -104,11 +108,12 @@ def _quotas(items: list[str] | None) -> dict[str, int] | None:
 def render(plan, *, output: Path | None, plot: Path | None) -> None:  # noqa: ANN001
     from rich.table import Table
 
-    from geotrain.planning.planfile import savings
+    from geotrain.app.plan import savings
 
     out = console()
     job = plan.job
-    title = f"{plan.plan_id}: {job.workload} with {job.strategy.value}, objective {plan.solver.objective.value}"
+    where = " on this machine (local provider)" if plan.provider == "local" else ""
+    title = f"{plan.plan_id}: {job.workload} with {job.strategy.value}{where}, objective {plan.solver.objective.value}"
     table = Table(title=title, title_justify="left")
     for col in ("cloud/region/zone", "instance", "accel", "market", "nodes", "$/h each", "samples/s"):
         table.add_column(col, justify="right" if col in ("nodes", "$/h each", "samples/s") else "left")
@@ -125,6 +130,7 @@ def render(plan, *, output: Path | None, plot: Path | None) -> None:  # noqa: AN
     out.print(f"cost           {usd(t.usd_per_hour, 3)}/h = compute {usd(t.compute_usd_per_hour, 3)}/h + egress "
               f"{usd(t.egress_usd_per_hour, 3)}/h + data {usd(t.data_egress_usd_per_hour, 3)}/h; "
               f"{usd(t.usd_per_million_samples, 3)} per 1M samples")
+    out.print(f"sync           {job.sync.describe()}")
     out.print(f"interruptions  {t.interruptions_per_hour:.4f} expected per hour")
     out.print(f"bottleneck     {t.bottleneck}")
     if plan.baseline is not None:

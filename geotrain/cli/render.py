@@ -41,6 +41,19 @@ def checked(values: tuple[str, ...], choices: tuple[str, ...], option: str) -> t
     return values
 
 
+def sync_settings(**given: Any):  # noqa: ANN201
+    """SyncSettings from flags: the ones given, the one set of defaults for the rest."""
+    from geotrain.domain import SyncSettings, SyncStrategyName
+
+    values = {k: v for k, v in given.items() if v is not None}
+    if "strategy" in values:
+        checked((values["strategy"],), tuple(s.value for s in SyncStrategyName), "--strategy")
+    try:
+        return SyncSettings(**values)
+    except ValueError as exc:
+        raise InputError(f"--{str(exc).split()[0].replace('_', '-')}: {exc}") from None
+
+
 def usd(value: float | None, digits: int = 4) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "-"

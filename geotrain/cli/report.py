@@ -19,19 +19,12 @@ def cost_report(
     plot: Path = typer.Option(None, "--plot", help="Draw cost over time, samples/s and plan vs actual (PNG)."),
 ) -> None:
     """Per node, cloud, region, market and link; per 1M samples; against on-demand and the plan."""
+    from geotrain.app.cost_report import cost_reports, to_csv, to_record
     from geotrain.errors import InputError
-    from geotrain.report.service import cost_reports, to_csv, to_record
 
     if as_json and as_csv:
         raise InputError("give one of --json and --csv")
-    reports = cost_reports(run_id, all_runs=all_runs, since=since)
-    if plot is not None:
-        if len(reports) != 1:
-            raise InputError("--plot draws one run: give its id")
-        from geotrain.launcher.ledger import Ledger
-        from geotrain.report.plot import draw
-
-        draw(reports[0].report, reports[0].plan, Ledger(), plot)
+    reports = cost_reports(run_id, all_runs=all_runs, since=since, plot=plot)
     if as_json:
         print_json([to_record(c) for c in reports] if len(reports) > 1 else to_record(reports[0]))
         return
@@ -58,10 +51,13 @@ def render(costs) -> None:  # noqa: ANN001
               + (f" at {r.samples_per_s:,.0f}/s, {usd(r.usd_per_million_samples, 4)} per 1M samples"
                  if r.samples_per_s else ""))
     table = Table(title="nodes", title_justify="left")
-    for col in ("node", "offer", "market", "hours", "$", "ended"):
-        table.add_column(col, justify="right" if col in ("hours", "$") else "left")
+    for col in ("node", "offer", "market", "hours", "compute $", "traffic $", "$", "ended"):
+        table.add_column(col, justify="right" if col in ("hours", "compute $", "traffic $", "$") else "left")
+    by_node = r.by_node
     for n in r.nodes:
-        table.add_row(n.node_id, n.offer_id, n.market, f"{n.hours:.4f}", usd(n.usd, 5),
+        whole = by_node.get(n.node_id, 0.0)
+        table.add_row(n.node_id, n.offer_id, n.market, f"{n.hours:.4f}", usd(n.compute_usd, 5),
+                      usd(whole - n.compute_usd, 5), usd(whole, 5),
                       (n.end_reason or "running") + (f", {n.price_changes} price change(s)" if n.price_changes else ""))
     out.print(table)
     by = lambda d: ", ".join(f"{k} {usd(v, 4)}" for k, v in d.items() if v) or "-"  # noqa: E731
@@ -83,9 +79,14 @@ def render(costs) -> None:  # noqa: ANN001
     saving = od.saving(r.total_usd)
     out.print(f"on-demand    the same mix on on-demand prices: {usd(od.usd, 4)} ({usd(od.usd_without_interruptions, 4)} "
               f"without the interruptions); this run saved {percent(saving)}")
-    out.print(f"plan         {plan.plan_id}: predicted {usd(plan.predicted_usd_per_hour, 4)}/h, "
-              f"{plan.predicted_samples_per_s:,.0f} samples/s, {usd(plan.predicted_usd_per_million_samples, 4)}/1M; "
-              f"actual {usd(plan.actual_usd_per_hour, 4)}/h"
-              + (f", {plan.actual_samples_per_s:,.0f} samples/s" if plan.actual_samples_per_s else ""))
+    for line in plan.substitutions:
+        out.print(f"substituted  {line}")
+    ratio = plan.throughput_ratio
+    out.print(f"plan         {plan.plan_id} ({plan.planned_workload}, {plan.planned_sync}): predicted "
+              f"{usd(plan.predicted_usd_per_hour, 4)}/h, {plan.predicted_samples_per_s:,.0f} samples/s, "
+              f"{usd(plan.predicted_usd_per_million_samples, 4)}/1M; actual {usd(plan.actual_usd_per_hour, 4)}/h"
+              + (f", {plan.actual_samples_per_s:,.0f} samples/s" if plan.actual_samples_per_s else "")
+              + (f" — comparable: actual/plan {ratio:.2f}" if ratio is not None
+                 else " — not comparable" if not plan.comparable else ""))
     for reason in plan.reasons:
         out.print(f"  why        {reason}")

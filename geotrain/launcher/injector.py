@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from geotrain.errors import GeotrainError
 from geotrain.launcher.preemptions import RateClock
+from geotrain.ledger import EventKind
 
 if TYPE_CHECKING:
     from geotrain.launcher.loop import Launcher
@@ -45,11 +46,12 @@ class Injector(threading.Thread):
                 continue
             elapsed = time.time() - la.training_started_at
             writing, writing_step = None, -1
-            for event in la.ledger.events(la.run_id, after_id=self._seen_event, kinds=("checkpoint_write_started",)):
+            for event in la.ledger.events(la.run_id, after_id=self._seen_event,
+                                          kinds=(EventKind.CHECKPOINT_WRITE_STARTED,)):
                 writing, writing_step = event.node_id, event.detail.get("step", 0)
                 self._seen_event = event.id
             last = la.ledger.last_progress(la.run_id)
-            step = last[2] if last else 0
+            step = last.step if last else 0
             for event in list(self.pending):
                 if event.during_checkpoint:
                     fire = writing is not None and writing_step >= (event.at_step or 0)
@@ -90,8 +92,8 @@ class Injector(threading.Thread):
     def _fire(self, preempt, node_id: str, notice_s: float | None) -> None:  # noqa: ANN001
         notice = self.schedule.notice_s if notice_s is None else notice_s
         la = self.launcher
-        la.ledger.event(la.run_id, "preemption_injected", node_id=node_id, notice_s=notice)
+        la.ledger.event(la.run_id, EventKind.PREEMPTION_INJECTED, node_id=node_id, notice_s=notice)
         try:
             preempt(node_id, notice_s=notice)
         except GeotrainError as exc:
-            la.ledger.event(la.run_id, "preemption_failed", node_id=node_id, reason=str(exc))
+            la.ledger.event(la.run_id, EventKind.PREEMPTION_FAILED, node_id=node_id, reason=str(exc))

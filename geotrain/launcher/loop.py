@@ -2,16 +2,22 @@
 
 A *generation* is one set of nodes training together. The loop:
 
-1. makes sure the wanted nodes exist (launching only what is missing, with request ids derived from
-   the run, the offer and a counter, so a restarted launcher never launches a node twice);
-2. starts one worker per node (``geotrain.train.runtime``, or the user's command) with the ranks in
-   location order, the rendezvous in the launcher's own TCP store (a stable host: it does not die with
-   a preempted node), and a new store prefix per generation;
+1. makes sure the wanted nodes exist, launching only what is missing and meeting the provider's
+   failures (capacity, quota, throttling, unknown outcomes, nodes that die booting) by blocking their
+   scope and re-planning (``geotrain.launcher.provisioning``);
+2. starts one worker per node (``geotrain.train.runtime`` with the plan's workload and sync settings,
+   or the user's command) with the ranks in location order, the rendezvous in the launcher's own TCP
+   store (a stable host: it does not die with a preempted node), and a new store prefix per
+   generation; a node that dies before its worker starts is a boot failure, not a preemption;
 3. watches the workers and the provider: all workers done → the run is complete; a node preempted
    or lost → its zone is blocked for a while, the plan is solved again with the surviving nodes kept
    and the blocked zones left out, only the difference is launched, and the next generation resumes
    from the newest committed checkpoint; a worker failing while every node is up → an error restart
    (at most ``max_restarts``; preemptions never use this budget).
+
+What the run has cost is :func:`geotrain.billing.run_cost` — the progress line shows it, and
+``--max-spend-usd`` stops the run (every node terminated) before the cost, projected over the next
+refresh and the time to terminate, passes the limit.
 
 Ctrl-C (SIGINT) or ``geotrain stop`` (SIGTERM) terminates every node of the run. Killing the launcher
 itself leaves the nodes running (as VMs would); ``geotrain launch --resume RUN_ID`` adopts them.
@@ -30,17 +36,23 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
+from geotrain.billing import run_cost
+from geotrain.config import sync_to_mapping
 from geotrain.domain import Offer, Plan
-from geotrain.errors import GeotrainError, RunError
+from geotrain.errors import GeotrainError, ProviderError, RunError
 from geotrain.files import atomic_write_text, geotrain_home
-from geotrain.launcher.ledger import Ledger
 from geotrain.launcher.injector import Injector
 from geotrain.launcher.options import LaunchOptions, RunOutcome, Status
-from geotrain.providers.base import LaunchRequest, NodeInfo, NodeProcess, NodeState, Provider
-from geotrain.pricing.records import offer_record
+from geotrain.launcher.provisioning import boot_failed, launch_missing, replan, survivors_of
+from geotrain.launcher.training import Training, resolve_training
+from geotrain.ledger import EventKind, Ledger, RunStatus
 from geotrain.procs import environ_has
+from geotrain.providers.base import NodeInfo, NodeProcess, NodeState, Provider
 
 PEER_LOST = 75
+COST_REFRESH_S = 0.5  # how often the run's cost is taken while it trains
+MAX_PROVISION_ROUNDS = 8  # launch, fail, re-plan: rounds before a generation starts with what is up
+TERMINATE_MARGIN_S = 1.0  # time the spend limit allows for terminating every node
 
 
 class Launcher:
@@ -51,12 +63,13 @@ class Launcher:
         self.plan = plan
         self.provider = provider
         self.options = options
+        self.training: Training = resolve_training(plan, options)
         self.ledger = ledger or Ledger()
         self.on_status = on_status
         self.run_id = ""
         self.offers: dict[str, Offer] = {item.offer.offer_id: item.offer for item in plan.items}
         self.wanted: Counter[str] = Counter({item.offer.offer_id: item.count for item in plan.items})
-        self.blocked: dict[str, float] = {}  # zone scope -> blocked until (unix time)
+        self.blocked: dict[str, float] = {}  # scope (cloud, region, zone, offer id) -> blocked until (unix time)
         self.generation = 0
         self.preemptions = 0
         self.restarts = 0
@@ -66,6 +79,8 @@ class Launcher:
         self._procs: dict[str, NodeProcess] = {}
         self.members: list[NodeInfo] = []
         self._store = None
+        self._cost_at = 0.0
+        self._spend_rate = 0.0  # $/s over the last refresh
         self.workdir = Path.cwd()  # a user's command runs where the launcher was started
         self.status = Status("")
 
@@ -75,6 +90,10 @@ class Launcher:
     def run_dir(self) -> Path:
         return geotrain_home() / "runs" / self.run_id
 
+    @property
+    def stop_requested(self) -> bool:
+        return self._stop_reason is not None
+
     def start(self, run_id: str | None = None) -> str:
         """Register a new run in the ledger."""
         from geotrain.planning.planfile import plan_to_dict
@@ -82,15 +101,18 @@ class Launcher:
         self.run_id = run_id or f"run-{time.strftime('%Y%m%d-%H%M%S')}-{os.urandom(3).hex()}"
         url = self.options.checkpoint_url or str(self.run_dir / "checkpoints")
         self.options = replace(self.options, checkpoint_url=url)
+        t = self.training
         self.ledger.create_run(
             run_id=self.run_id, plan_id=self.plan.plan_id, plan_json=json.dumps(plan_to_dict(self.plan)),
-            workload=self.options.workload if not self.options.command else " ".join(self.options.command),
-            provider=self.provider.name, checkpoint_url=url, launcher_pid=os.getpid(),
-            target_steps=self.options.steps, options=self.options.to_dict(),
+            workload=t.workload, provider=self.provider.name, checkpoint_url=url, launcher_pid=os.getpid(),
+            target_steps=self.options.steps, options=self.options.to_dict(), substitutions=t.substitutions,
         )
         self.status = Status(self.run_id, target_steps=self.options.steps)
-        self.ledger.event(self.run_id, "run_started", plan_id=self.plan.plan_id, nodes=self.plan.nodes,
+        self.ledger.event(self.run_id, EventKind.RUN_STARTED, plan_id=self.plan.plan_id, nodes=self.plan.nodes,
+                          workload=t.workload, sync=sync_to_mapping(t.sync),
                           preemptions=self.options.preemptions.to_dict())
+        for line in t.substitutions:
+            self.ledger.event(self.run_id, EventKind.SUBSTITUTED, what=line)
         return self.run_id
 
     def adopt(self, run_id: str) -> None:
@@ -98,21 +120,21 @@ class Launcher:
         self.run_id = run_id
         self.status = Status(run_id, target_steps=self.options.steps)
         self.ledger.set_launcher(run_id, os.getpid())
-        for event in self.ledger.events(run_id, kinds=("replanned",)):
+        for event in self.ledger.events(run_id, kinds=(EventKind.REPLANNED,)):
             self.wanted = Counter(event.detail["wanted"])
             for record in event.detail.get("offers", []):
                 offer = _offer_from_record(record)
                 self.offers[offer.offer_id] = offer
-        for event in self.ledger.events(run_id, kinds=("blocked",)):
+        for event in self.ledger.events(run_id, kinds=(EventKind.BLOCKED,)):
             self.blocked[event.detail["scope"]] = event.detail["until"]
-        generations = self.ledger.events(run_id, kinds=("generation_started",))
+        generations = self.ledger.events(run_id, kinds=(EventKind.GENERATION_STARTED,))
         self.generation = max((e.detail["generation"] for e in generations), default=0)
-        self.preemptions = len(self.ledger.events(run_id, kinds=("preempted",)))
-        self.restarts = len(self.ledger.events(run_id, kinds=("worker_failed",)))
+        self.preemptions = len(self.ledger.events(run_id, kinds=(EventKind.PREEMPTED,)))
+        self.restarts = len(self.ledger.events(run_id, kinds=(EventKind.WORKER_FAILED,)))
         if generations:
             _kill_stale_workers(generations[-1].detail.get("pids", {}), run_id)
         adopted = [n.node_id for n in self.alive_nodes()]
-        self.ledger.event(run_id, "resumed", adopted=adopted, launcher_pid=os.getpid())
+        self.ledger.event(run_id, EventKind.RESUMED, adopted=adopted, launcher_pid=os.getpid())
 
     def request_stop(self, reason: str) -> None:
         self._stop_reason = reason
@@ -134,7 +156,8 @@ class Launcher:
         except BaseException as exc:
             self._terminate_all("failed")
             reason = str(exc) if isinstance(exc, GeotrainError) else f"{type(exc).__name__}: {exc}"
-            self.ledger.finish_run(self.run_id, "failed", reason)
+            self.ledger.finish_run(self.run_id, RunStatus.FAILED, reason)
+            self.ledger.event(self.run_id, EventKind.FAILED, reason=reason)
             raise
         finally:
             injector.stop()
@@ -149,26 +172,31 @@ class Launcher:
         while True:
             if self._stop_reason:
                 return self._finish_stopped()
-            members = self._ensure_nodes()
+            members = self._provision()
+            if self._stop_reason:
+                return self._finish_stopped()
             if not members:
-                raise RunError("no node is left and none could be launched; see `geotrain status "
-                               f"{self.run_id}` and raise the block time or widen the plan")
+                reasons = [e.detail.get("reason", e.kind) for e in self.ledger.events(
+                    self.run_id, kinds=(EventKind.LAUNCH_FAILED, EventKind.BOOT_FAILED, EventKind.REPLAN_FAILED))][-3:]
+                raise RunError("no node is left and none could be launched"
+                               + (f" ({'; '.join(map(str, reasons))})" if reasons else "")
+                               + f"; see `geotrain status {self.run_id}`, then widen the plan (more clouds, "
+                               "regions or accelerators) or lower --block-min and resume")
             self.generation += 1
-            self._start_generation(members)
+            if not self._start_generation(members):
+                continue  # a node died before its worker started: re-planned, provision again
             outcome, detail = self._watch()
             if outcome == "completed":
-                return self._finish("completed", f"trained {self.status.step} steps")
+                return self._finish(RunStatus.COMPLETED, f"trained {self.status.step} steps")
             if outcome == "stopped":
                 return self._finish_stopped()
-            if outcome == "budget":
-                self._terminate_all("stopped")
-                raise RunError(f"the run's budget of ${self.options.budget_usd:,.2f} is spent "
-                               f"(${self.status.usd_so_far:,.2f}); raise --max-spend-usd to go on")
+            if outcome == "spend_limit":
+                return self._spend_limit_reached()
             if outcome == "preempted":
                 self._recover(detail)
             else:  # a worker failed with every node up
                 self.restarts += 1
-                self.ledger.event(self.run_id, "worker_failed", generation=self.generation, codes=detail,
+                self.ledger.event(self.run_id, EventKind.WORKER_FAILED, generation=self.generation, codes=detail,
                                   restarts=self.restarts)
                 if self.restarts > self.options.max_restarts:
                     self._terminate_all("failed")
@@ -176,68 +204,79 @@ class Launcher:
                     raise RunError(f"workers failed {self.restarts} times with every node up (exit codes "
                                    f"{detail}); the restart budget is {self.options.max_restarts}; see {logs}")
 
-    def _finish(self, status: str, reason: str) -> RunOutcome:
-        self._terminate_all(status)
+    def _provision(self) -> list[NodeInfo]:
+        """The nodes of the next generation: launch what is missing, re-plan around what fails."""
+        for _ in range(MAX_PROVISION_ROUNDS):
+            failures = launch_missing(self)
+            if not failures or self._stop_reason:
+                break
+            if not self.options.replan:
+                self.wanted = survivors_of(self.provider.list(self.run_id))
+                break
+            replan(self, survivors_of(self.provider.list(self.run_id)),
+                   cause="; ".join(f"{f.kind} in {f.scope}" for f in failures))
+        return sorted(self.alive_nodes(), key=lambda n: (n.location.region_scope, n.location.zone, n.node_id))
+
+    def _finish(self, status: RunStatus, reason: str) -> RunOutcome:
+        self._terminate_all(status.value)
         self.ledger.finish_run(self.run_id, status, reason)
-        self.ledger.event(self.run_id, status, reason=reason)
-        self._refresh_status()
-        return RunOutcome(self.run_id, status, reason, self.status.step, self.generation, self.preemptions,
+        self.ledger.event(self.run_id, EventKind(status.value), reason=reason)
+        self._refresh_status(force=True)
+        t = self.training
+        return RunOutcome(self.run_id, status.value, reason, self.status.step, self.generation, self.preemptions,
                           self.restarts, self.status.usd_so_far, time.time() - self.started_at,
-                          self.options.checkpoint_url or "")
+                          self.options.checkpoint_url or "", t.workload, t.substitutions)
 
     def _finish_stopped(self) -> RunOutcome:
         self._kill_workers()
-        return self._finish("stopped", self._stop_reason or "stopped")
+        return self._finish(RunStatus.STOPPED, self._stop_reason or "stopped")
+
+    def _spend_limit_reached(self) -> RunOutcome:
+        self._kill_workers()
+        self._terminate_all("stopped")
+        limit = self.options.max_spend_usd or 0.0
+        cost = run_cost(self.ledger, self.run_id).total_usd
+        reason = (f"the spend limit of ${limit:,.4f} is reached (the run cost ${cost:,.4f}); its checkpoints stay "
+                  f"in {self.options.checkpoint_url}: raise --max-spend-usd and launch again to go on")
+        self.ledger.event(self.run_id, EventKind.SPEND_LIMIT, limit_usd=limit, usd=cost)
+        self.ledger.finish_run(self.run_id, RunStatus.STOPPED, reason)
+        self.ledger.event(self.run_id, EventKind.STOPPED, reason=reason)
+        self._refresh_status(force=True)
+        raise RunError(reason)
 
     # -- nodes ----------------------------------------------------------------------------------
 
     def alive_nodes(self) -> list[NodeInfo]:
         return [n for n in self.provider.list(self.run_id) if n.state == NodeState.RUNNING]
 
-    def _ensure_nodes(self) -> list[NodeInfo]:
-        alive = self.alive_nodes()
-        have = Counter(n.offer_id for n in alive)
-        launched_before = Counter(row.offer_id for row in self.ledger.nodes(self.run_id))
-        for offer_id, count in sorted(self.wanted.items()):
-            for k in range(max(0, count - have[offer_id])):
-                offer = self.offers[offer_id]
-                request = LaunchRequest(f"{self.run_id}/{offer_id}/{launched_before[offer_id] + k}", self.run_id, offer)
-                node = self.provider.launch(request)
-                self.ledger.add_node(
-                    run_id=self.run_id, node_id=node.node_id, request_id=node.request_id, offer_id=offer_id,
-                    offer_json=json.dumps(offer_record(offer)), cloud=offer.location.cloud,
-                    region=offer.location.region, zone=offer.location.zone, market=offer.market.value,
-                    price_usd_per_hour=offer.price_usd_per_hour, launched_at=node.launched_at.timestamp(),
-                )
-                self.ledger.add_price(offer_id, offer.price_usd_per_hour, f"launch {self.run_id}")
-                self.ledger.event(self.run_id, "launched", node_id=node.node_id, offer_id=offer_id)
-        return sorted(self.alive_nodes(), key=lambda n: (n.location.region_scope, n.location.zone, n.node_id))
-
     def _terminate_all(self, reason: str) -> None:
         self._kill_workers()
         for node in self.provider.list(self.run_id):
             if node.state in (NodeState.RUNNING, NodeState.PENDING):
                 self.provider.terminate(node.node_id, reason=reason)
+        for node in self.provider.list(self.run_id):  # the ledger takes the provider's end times
             self.ledger.end_node(node.node_id, node.end_reason or reason,
                                  at=node.ended_at.timestamp() if node.ended_at else None)
 
     # -- generations ----------------------------------------------------------------------------
 
-    def _start_generation(self, members: list[NodeInfo]) -> None:
+    def _start_generation(self, members: list[NodeInfo]) -> bool:
+        """Start one worker per member. False: a member died before its worker started (a boot
+        failure, met by blocking its zone and re-planning)."""
         self.members = members
         world = len(members)
-        sync = self.options.sync_for(self.plan)
-        micro = max(self.options.micro_batches, world)
+        t = self.training
         table = [{
             "node_id": n.node_id, "rank": r, "region": n.location.region_scope, "region_name": n.location.region,
             "zone": n.location.zone, "cloud": n.location.cloud, "continent": n.location.continent.value,
         } for r, n in enumerate(members)]
         config = {
-            "run_id": self.run_id, "generation": self.generation, "workload": self.options.workload,
-            "sync": sync, "deterministic": self.options.deterministic, "micro_batches": micro,
+            "run_id": self.run_id, "generation": self.generation, "workload": t.workload,
+            "sync": sync_to_mapping(t.sync), "deterministic": self.options.deterministic,
+            "micro_batches": max(t.global_micro_batches, world),
             "lr": self.options.lr, "momentum": self.options.momentum, "seed": self.options.seed,
             "target_steps": self.options.steps, "checkpoint_url": self.options.checkpoint_url,
-            "checkpoint_every": self.options.checkpoint_every, "local_steps": self.options.local_steps,
+            "checkpoint_every": self.options.checkpoint_every,
             "progress_every": self.options.progress_every, "collective_timeout_s": self.options.collective_timeout_s,
             "store": {"host": "127.0.0.1", "port": self._store.port}, "nodes": table,
             "backend": self._backend(members),
@@ -256,6 +295,7 @@ class Launcher:
                 "GEOTRAIN_GENERATION": str(self.generation), "GEOTRAIN_CHECKPOINT_URL": self.options.checkpoint_url,
                 "GEOTRAIN_HOME": str(geotrain_home()), "GEOTRAIN_REGION": node.location.region_scope,
                 "GEOTRAIN_NODE_DIR": str(_node_dir(self.provider, node.node_id) or ""),
+                "GEOTRAIN_SYNC": json.dumps(sync_to_mapping(t.sync)), "GEOTRAIN_WORKLOAD": self.plan.job.workload,
                 "OMP_NUM_THREADS": "1",
             })
             # both through the shim: a notice (SIGUSR1) that arrives while a worker is still starting
@@ -264,12 +304,24 @@ class Launcher:
             argv = [sys.executable, "-m", "geotrain.train.usercmd", *command]
             log = self.run_dir / "logs" / f"gen{self.generation:03d}-rank{rank}-{node.node_id}.log"
             log.parent.mkdir(parents=True, exist_ok=True)
-            self._procs[node.node_id] = self.provider.start(node.node_id, argv, env, log, cwd=self.workdir)
+            try:
+                self._procs[node.node_id] = self.provider.start(node.node_id, argv, env, log, cwd=self.workdir)
+            except ProviderError as exc:
+                gone = {n.node_id for n in self.provider.list(self.run_id) if n.state.ended}
+                if node.node_id not in gone:
+                    raise
+                self._kill_workers()
+                boot_failed(self, node.node_id, node.location.zone_scope, node.offer_id,
+                            f"the node was gone before its worker started: {exc}")
+                if self.options.replan:
+                    replan(self, survivors_of(self.provider.list(self.run_id)), cause=f"boot failure of {node.node_id}")
+                return False
         if self.training_started_at is None:
             self.training_started_at = time.time()
-        self.ledger.event(self.run_id, "generation_started", generation=self.generation, world_size=world,
-                          nodes=[n.node_id for n in members], sync=sync,
+        self.ledger.event(self.run_id, EventKind.GENERATION_STARTED, generation=self.generation, world_size=world,
+                          nodes=[n.node_id for n in members], sync=t.sync.strategy.value,
                           pids={node_id: p.pid for node_id, p in self._procs.items()})
+        return True
 
     def _backend(self, members: list[NodeInfo]) -> str:
         """nccl when every rank gets a GPU of its own, else gloo (see ``pick_backend``)."""
@@ -291,8 +343,8 @@ class Launcher:
             self._refresh_status()
             if self._stop_reason:
                 return "stopped", None
-            if self.options.budget_usd is not None and self.status.usd_so_far > self.options.budget_usd:
-                return "budget", None
+            if self._over_spend_limit():
+                return "spend_limit", None
             codes = {node_id: p.poll() for node_id, p in self._procs.items()}
             if all(code == 0 for code in codes.values()):
                 return "completed", None
@@ -310,6 +362,14 @@ class Launcher:
                 if failed:
                     self._kill_workers(grace_s=2.0)
                     return "error", failed
+
+    def _over_spend_limit(self) -> bool:
+        """Whether the run would pass ``max_spend_usd`` before the next cost refresh and the termination."""
+        limit = self.options.max_spend_usd
+        if limit is None:
+            return False
+        ahead = self._spend_rate * (COST_REFRESH_S + TERMINATE_MARGIN_S)
+        return self.status.usd_so_far + ahead >= limit
 
     def _lost(self, members: set[str]) -> list[NodeInfo]:
         return [n for n in self.provider.list(self.run_id) if n.node_id in members and n.state != NodeState.RUNNING]
@@ -333,94 +393,38 @@ class Launcher:
     # -- recovery -------------------------------------------------------------------------------
 
     def _recover(self, lost: list[NodeInfo]) -> None:
-        now = time.time()
+        from geotrain.launcher.provisioning import block
+
         for node in lost:
             self.preemptions += 1
             reason = node.end_reason or "preempted"
             self.ledger.end_node(node.node_id, reason, at=node.ended_at.timestamp() if node.ended_at else None)
-            self.ledger.event(self.run_id, "preempted", node_id=node.node_id, zone=node.location.zone_scope,
+            self.ledger.event(self.run_id, EventKind.PREEMPTED, node_id=node.node_id, zone=node.location.zone_scope,
                               reason=reason, generation=self.generation)
-            scope = node.location.zone_scope
-            self.blocked[scope] = now + self.options.block_s
-            self.ledger.event(self.run_id, "blocked", scope=scope, until=self.blocked[scope])
-        survivors = Counter(n.offer_id for n in self.alive_nodes())
+            block(self, node.location.zone_scope, f"{node.node_id} {reason}")
         if self.options.replan:
-            self._replan(survivors)
-        else:
-            self.wanted = Counter({k: v for k, v in self.wanted.items()})
-
-    def _replan(self, survivors: Counter) -> None:
-        """Buy back what the plan promised: the cheapest mix that reaches the plan's throughput with
-        the survivors kept and the blocked zones left out (within the plan's node count); failing
-        that, the most throughput for the plan's $/h (+25 %); failing that, the survivors alone."""
-        from geotrain.domain import Objective
-        from geotrain.planning.planner import PlanOptions, make_plan
-        from geotrain.pricing.inventory import load_inventory
-        from geotrain.pricing.snapshot import SnapshotStore
-
-        started = time.time()
-        blocked = frozenset(scope for scope, until in self.blocked.items() if until > started)
-        job = self.plan.job
-        nodes = max(self.plan.nodes, sum(survivors.values()))
-        constraints = replace(job.constraints, max_nodes=min(job.constraints.max_nodes or nodes, nodes))
-        attempts = [
-            replace(job, objective=Objective.MIN_COST, constraints=constraints,
-                    target_samples_per_s=self.plan.totals.samples_per_s * 0.999),
-            replace(job, objective=Objective.MAX_THROUGHPUT, constraints=constraints,
-                    budget_usd_per_hour=self.plan.totals.usd_per_hour * 1.25),
-        ]
-        options = PlanOptions(keep=dict(survivors), blocked=blocked, frontier_points=0, time_limit_s=10,
-                              target_batch_size=self.plan.target_batch_size, local_steps=self.plan.local_steps,
-                              accumulation_steps=self.plan.accumulation_steps, precision=self.plan.precision,
-                              recovery_h=self.plan.recovery_h)
-        reasons = []
-        try:
-            snapshot = SnapshotStore().load(self.plan.snapshot_id)
-            inventory = load_inventory(job.onprem_inventory) if job.onprem_inventory else None
-        except GeotrainError as exc:
-            reasons.append(str(exc))
-            attempts = []
-        for attempt in attempts:
-            try:
-                new = make_plan(attempt, snapshot, inventory=inventory, options=options)
-            except GeotrainError as exc:
-                reasons.append(str(exc))
-                continue
-            for item in new.items:
-                self.offers[item.offer.offer_id] = item.offer
-            self.wanted = Counter({item.offer.offer_id: item.count for item in new.items})
-            self.ledger.event(self.run_id, "replanned", wanted=dict(self.wanted), kept=dict(survivors),
-                              objective=attempt.objective.value, blocked=sorted(blocked),
-                              usd_per_hour=new.totals.usd_per_hour, samples_per_s=new.totals.samples_per_s,
-                              seconds=round(time.time() - started, 3),
-                              offers=[offer_record(i.offer) for i in new.items])
-            return
-        self.wanted = Counter(dict(survivors))
-        self.ledger.event(self.run_id, "replan_failed", reasons=reasons, kept=dict(survivors))
+            replan(self, survivors_of(self.provider.list(self.run_id)), cause="preemption")
 
     # -- status ---------------------------------------------------------------------------------
 
-    def _refresh_status(self) -> None:
+    def _refresh_status(self, force: bool = False) -> None:
         s = self.status
         s.generation = self.generation
         last = self.ledger.last_progress(self.run_id)
         if last is not None:
-            _, _, s.step, s.samples, s.loss, s.samples_per_s, _ = last
-        alive = self.members
-        s.nodes_by_region = dict(Counter(n.location.region_scope for n in alive))
-        s.usd_so_far = run_cost_so_far(self.ledger, self.run_id)
+            s.step, s.samples, s.loss, s.samples_per_s = last.step, last.samples, last.loss, last.samples_per_s
+        s.nodes_by_region = dict(Counter(n.location.region_scope for n in self.members))
+        now = time.time()
+        if force or now - self._cost_at >= COST_REFRESH_S:
+            usd = run_cost(self.ledger, self.run_id, at=now).total_usd
+            if self._cost_at:
+                self._spend_rate = max(0.0, (usd - s.usd_so_far) / max(now - self._cost_at, 1e-6))
+            s.usd_so_far, self._cost_at = usd, now
         s.preemptions, s.restarts = self.preemptions, self.restarts
         s.events = [f"{time.strftime('%H:%M:%S', time.localtime(e.at))} {e.kind}"
                     + (f" {e.node_id}" if e.node_id else "") for e in self.ledger.events(self.run_id)[-6:]]
         if self.on_status is not None:
             self.on_status(s)
-
-
-def run_cost_so_far(ledger: Ledger, run_id: str) -> float:
-    """Node-hours × launch price of every node of the run, up to now for nodes still up."""
-    now = time.time()
-    return sum(((row.ended_at or now) - row.launched_at) / 3600 * row.price_usd_per_hour
-               for row in ledger.nodes(run_id))
 
 
 def _node_dir(provider: Provider, node_id: str) -> Path | None:

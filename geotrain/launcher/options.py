@@ -1,26 +1,28 @@
 """What a launch is asked to do (``LaunchOptions``), what it shows while running (``Status``) and
-how it ended (``RunOutcome``)."""
+how it ended (``RunOutcome``).
+
+What trains comes from the plan (its workload and sync settings, see ``geotrain.launcher.training``);
+the options here only say how to run it, and what to train instead where the user asks
+(``train_workload``, ``sync``: recorded as substitutions).
+"""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 
-from geotrain.domain import Plan
 from geotrain.launcher.preemptions import PreemptionSchedule, schedule_from_dict
 
 
 @dataclass(frozen=True, slots=True)
 class LaunchOptions:
-    workload: str = "tiny-cnn"
-    command: tuple[str, ...] = ()  # a user's torchrun-style script instead of a built-in workload
+    train_workload: str | None = None  # a built-in stand-in instead of the plan's workload (a substitution)
+    sync: str | None = None  # a runtime strategy instead of the plan's (a substitution)
+    command: tuple[str, ...] = ()  # a user's torchrun-style script instead of the built-in runtime
     steps: int = 200
     checkpoint_url: str | None = None  # default: GEOTRAIN_HOME/runs/<run>/checkpoints
     checkpoint_location: str | None = None  # "cloud/region" of the checkpoint storage (for its traffic cost)
     checkpoint_every: int = 20
     deterministic: bool = False
-    sync: str | None = None  # allreduce | local-sgd; default from the plan's strategy
-    local_steps: int = 8
-    micro_batches: int = 8
     lr: float = 0.05
     momentum: float = 0.9
     seed: int = 0
@@ -28,10 +30,12 @@ class LaunchOptions:
     max_restarts: int = 3
     block_s: float = 600.0
     replan: bool = True
-    budget_usd: float | None = None  # for the whole run
+    max_spend_usd: float | None = None  # for the whole run
     preemptions: PreemptionSchedule = field(default_factory=PreemptionSchedule)
     collective_timeout_s: float = 60.0
     poll_s: float = 0.1
+    launch_attempts: int = 6  # throttled launches: tries per node before giving up
+    backoff_s: float = 0.5  # first pause after a throttled launch (doubles each time)
 
     def to_dict(self) -> dict:
         data = asdict(self)
@@ -41,15 +45,11 @@ class LaunchOptions:
 
     @classmethod
     def from_dict(cls, data: dict) -> LaunchOptions:
-        data = dict(data)
+        known = {f.name for f in fields(cls)}
+        data = {k: v for k, v in data.items() if k in known}  # a ledger of an older geotrain may hold more
         data["command"] = tuple(data.get("command") or ())
         data["preemptions"] = schedule_from_dict(data.get("preemptions") or {})
         return cls(**data)
-
-    def sync_for(self, plan: Plan) -> str:
-        if self.sync:
-            return self.sync
-        return "allreduce" if plan.job.strategy.value == "allreduce" else "local-sgd"
 
 
 @dataclass
@@ -79,6 +79,8 @@ class RunOutcome:
     generations: int
     preemptions: int
     restarts: int
-    usd: float
+    usd: float  # geotrain.billing.run_cost at the end: what status and cost-report show
     wall_s: float
     checkpoint_url: str
+    workload: str = ""
+    substitutions: tuple[str, ...] = ()

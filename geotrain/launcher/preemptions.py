@@ -13,6 +13,12 @@ Three ways to say when (``geotrain launch`` flags):
 
 ``--notice S`` gives every injected preemption S seconds of notice unless the event says otherwise
 (AWS gives 120 s, GCP and Azure about 30 s).
+
+A YAML/JSON trace may also hold provider faults, each an event with a ``fault`` key instead of a
+trigger: ``{fault: capacity, scope: aws/us-east-1/use1-az2}``, ``{fault: quota, scope: aws}``,
+``{fault: throttle, times: 2}``, ``{fault: timeout}``, ``{fault: boot, after: 4}``,
+``{fault: dies_booting}``, ``{fault: dies_before_start}`` — see ``geotrain.providers.faults`` for
+what each does; ``after`` skips that many matching launches first, ``times`` is how many fail.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from geotrain.errors import InputError
+from geotrain.providers.faults import Fault, FaultKind, fault_from_dict
 from geotrain.specfile import parse_yaml, read_text
 
 
@@ -44,13 +51,15 @@ class PreemptionSchedule:
     rate_per_node_hour: float | None = None
     notice_s: float = 0.0
     seed: int = 0
+    faults: tuple[Fault, ...] = ()  # provider faults (``geotrain.providers.faults``)
 
     def is_empty(self) -> bool:
         return not self.events and not self.rate_per_node_hour
 
     def to_dict(self) -> dict:
         return {"events": [_event_dict(e) for e in self.events],
-                "rate_per_node_hour": self.rate_per_node_hour, "notice_s": self.notice_s, "seed": self.seed}
+                "rate_per_node_hour": self.rate_per_node_hour, "notice_s": self.notice_s, "seed": self.seed,
+                "faults": [f.to_dict() for f in self.faults]}
 
 
 def _event_dict(event: PreemptionEvent) -> dict:
@@ -60,7 +69,8 @@ def _event_dict(event: PreemptionEvent) -> dict:
 
 def schedule_from_dict(data: dict) -> PreemptionSchedule:
     return PreemptionSchedule(tuple(PreemptionEvent(**e) for e in data.get("events", [])),
-                              data.get("rate_per_node_hour"), data.get("notice_s", 0.0), data.get("seed", 0))
+                              data.get("rate_per_node_hour"), data.get("notice_s", 0.0), data.get("seed", 0),
+                              tuple(fault_from_dict(f) for f in data.get("faults", [])))
 
 
 def parse_times(text: str) -> tuple[PreemptionEvent, ...]:
@@ -79,7 +89,8 @@ def parse_times(text: str) -> tuple[PreemptionEvent, ...]:
     return tuple(out)
 
 
-def load_trace(path: str | Path) -> tuple[PreemptionEvent, ...]:
+def load_trace(path: str | Path) -> tuple[tuple[PreemptionEvent, ...], tuple[Fault, ...]]:
+    """The preemptions and provider faults of a trace file."""
     path = Path(path)
     text = read_text(path, InputError)
     if path.suffix.lower() == ".csv":
@@ -91,10 +102,35 @@ def load_trace(path: str | Path) -> tuple[PreemptionEvent, ...]:
         items = parse_yaml(text, path, InputError)
         if not isinstance(items, list):
             raise InputError(f"{path}: a preemption trace is a list of events")
-    events = []
+    events, faults = [], []
     for n, item in enumerate(items, start=1):
-        events.append(_event(item, f"{path}: event {n}"))
-    return tuple(events)
+        if isinstance(item, dict) and "fault" in item:
+            faults.append(_fault(item, f"{path}: event {n}"))
+        else:
+            events.append(_event(item, f"{path}: event {n}"))
+    return tuple(events), tuple(faults)
+
+
+def _fault(item: dict, where: str) -> Fault:
+    known = {"fault", "scope", "times", "after", "made"}
+    unknown = set(item) - known
+    if unknown:
+        raise InputError(f"{where}: unknown field {', '.join(sorted(unknown))}; a fault knows {', '.join(sorted(known))}")
+    kinds = [k.value for k in FaultKind]
+    if item["fault"] not in kinds:
+        raise InputError(f"{where}: fault {item['fault']!r} is not one of {', '.join(kinds)}")
+    scope = item.get("scope")
+    if scope is not None and (not isinstance(scope, str) or not scope.strip()):
+        raise InputError(f"{where}: scope must be a cloud, cloud/region, a zone scope or an offer id")
+    times, after = item.get("times", 1), item.get("after", 0)
+    if isinstance(times, bool) or not isinstance(times, int) or times < 1:
+        raise InputError(f"{where}: times must be a whole number >= 1")
+    if isinstance(after, bool) or not isinstance(after, int) or after < 0:
+        raise InputError(f"{where}: after must be a whole number >= 0")
+    made = item.get("made", True)
+    if not isinstance(made, bool):
+        raise InputError(f"{where}: made must be true or false")
+    return Fault(FaultKind(item["fault"]), scope.strip() if scope else None, times, after, made)
 
 
 def _event(item: object, where: str) -> PreemptionEvent:

@@ -17,19 +17,27 @@ import json
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
-from geotrain.domain import CLOUD_ONPREM, LinkClass, Location, NodeGroup, SyncStrategyName
+from geotrain.domain import CLOUD_ONPREM, LinkClass, Location, NodeGroup, SyncSettings, SyncStrategyName
 from geotrain.errors import InputError
 from geotrain.perf.data import data_text
+from geotrain.perf.host import LocalHost, LocalRates, LoopbackNetwork
 from geotrain.perf.network import LinkEstimate, NetworkModel, SitePlacement
 from geotrain.perf.rates import ComputeRate, RateTable
 from geotrain.perf.strategies import (
     AllReduce, AsgdGA, Bottleneck, Hivemind, HivemindFit, LocalSGD, PeerGroup, Strategy, Topology,
 )
-from geotrain.perf.workloads import BYTES_PER_PARAMETER, Workload
-from geotrain.pricing.egress import EgressPrices
+from geotrain.perf.workloads import Workload
 
 GB = 1e9
+
+
+class TransferPrices(Protocol):
+    """What traffic between two locations costs per GB, both sides together
+    (``geotrain.pricing.egress.EgressPrices`` is the one implementation)."""
+
+    def usd_per_gb(self, src: Location, dst: Location) -> float: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,29 +106,45 @@ def bundled_fit() -> HivemindFit:
     )
 
 
-def make_strategy(name: SyncStrategyName | str, *, target_batch_size: int = 32768, local_steps: int = 32,
-                  accumulation_steps: int = 16, fit: HivemindFit | None = None) -> Strategy:
-    name = SyncStrategyName(name)
+def make_strategy(sync: SyncSettings, fit: HivemindFit | None = None) -> Strategy:
+    """The perf model of ``sync.strategy`` with the settings' knobs."""
+    name = sync.strategy
     if name is SyncStrategyName.HIVEMIND:
-        return Hivemind(fit or bundled_fit(), target_batch_size)
+        return Hivemind(fit or bundled_fit(), sync.target_batch_size)
     if name is SyncStrategyName.ALLREDUCE:
         return AllReduce()
     if name is SyncStrategyName.LOCAL_SGD:
-        return LocalSGD(local_steps)
-    return AsgdGA(accumulation_steps)
+        return LocalSGD(sync.local_steps)
+    return AsgdGA(sync.accumulation_steps)
 
 
 class PerfModel:
-    """Compute rates, network and egress prices together; ``predict`` is pure and cached per link."""
+    """Compute rates, network and egress prices together; ``predict`` is pure and cached per link.
 
-    def __init__(self, *, rates: RateTable | None = None, network: NetworkModel | None = None,
-                 egress: EgressPrices | None = None) -> None:
+    ``host``: the nodes are the local provider's processes on this machine (``on_local_host``): every
+    node trains at this machine's measured CPU rate, the nodes share its cores, and they talk over
+    loopback; prices and link classes still follow the offers' locations, as the bill would.
+    """
+
+    def __init__(self, *, egress: TransferPrices, rates: RateTable | LocalRates | None = None,
+                 network: NetworkModel | LoopbackNetwork | None = None, host: LocalHost | None = None) -> None:
         self.rates = rates or RateTable.bundled()
         self.network = network or NetworkModel.bundled()
-        self.egress = egress or EgressPrices.bundled()
+        self.egress = egress
+        self.host = host
 
     def with_sites(self, sites: dict[str, SitePlacement]) -> PerfModel:
-        return PerfModel(rates=self.rates, network=self.network.with_sites(sites), egress=self.egress)
+        return PerfModel(rates=self.rates, network=self.network.with_sites(sites), egress=self.egress, host=self.host)
+
+    def on_local_host(self, host: LocalHost) -> PerfModel:
+        """The same model for nodes that are processes on this machine (the local provider)."""
+        base = self.rates.base if isinstance(self.rates, LocalRates) else self.rates
+        return PerfModel(rates=LocalRates(base, host), network=LoopbackNetwork(host), egress=self.egress, host=host)
+
+    def host_share(self, nodes: int) -> float:
+        """The share of a core each node gets: 1 on separate machines, cores/nodes when more local
+        nodes than cores share this one."""
+        return 1.0 if self.host is None else self.host.core_share(nodes)
 
     def data_capped_rate(self, rate: float, location: Location, data: DataSource | None) -> float:
         """A node's rate, capped by one stream from the data's location."""
@@ -134,18 +158,20 @@ class PerfModel:
             return 0.0
         return data.bytes_per_sample / GB * self.egress.usd_per_gb(data.location, location)
 
-    def predict(self, workload: Workload, groups: Sequence[NodeGroup], strategy: Strategy,
-                precision: str = "fp16", data: DataSource | None = None) -> Estimate:
+    def predict(self, workload: Workload, groups: Sequence[NodeGroup], sync: SyncSettings,
+                data: DataSource | None = None) -> Estimate:
         groups = tuple(g for g in groups if g.count > 0)
         if not groups:
             raise InputError("no nodes to estimate: give at least one node")
-        if precision not in BYTES_PER_PARAMETER:
-            raise InputError(f"precision {precision!r} is not one of {', '.join(BYTES_PER_PARAMETER)}")
+        precision = sync.precision
+        strategy = make_strategy(sync)
+        share = self.host_share(sum(g.count for g in groups))
         rates = tuple(self.rates.node_rate(workload, g.offer.shape.accelerator, g.offer.shape.accelerator_count)
                       for g in groups)
         peers = [
-            PeerGroup(g.offer.location, g.count, self.data_capped_rate(r.samples_per_s, g.offer.location, data),
-                      workload.samples_per_step * max(1, g.offer.shape.accelerator_count))
+            PeerGroup(g.offer.location, g.count,
+                      self.data_capped_rate(r.samples_per_s * share, g.offer.location, data),
+                      samples_per_step(workload, sync, g.offer.shape.accelerator_count))
             for g, r in zip(groups, rates, strict=True)
         ]
         uplinks = {g.offer.location.region: g.offer.uplink_gbps for g in groups
@@ -186,6 +212,11 @@ class PerfModel:
             bottleneck=cost.bottleneck, interruptions_per_hour=_interruptions(groups),
             data_egress_usd_per_hour=data_usd,
         )
+
+
+def samples_per_step(workload: Workload, sync: SyncSettings, accelerators: int) -> int:
+    """One node's share of a step: ``micro_batches`` micro-batches on each of its accelerators."""
+    return workload.samples_per_step * max(1, accelerators) * sync.micro_batches
 
 
 def _interruptions(groups: Sequence[NodeGroup]) -> float | None:

@@ -58,5 +58,5 @@ def best_homogeneous(ctx: PlanningContext) -> Baseline | None:
         return None
     _, index, n = best
     offer = ctx.candidates.offers[problem.candidates[index].key]
-    estimate = ctx.perf.predict(ctx.workload, [NodeGroup(offer, n)], ctx.strategy, ctx.options.precision, ctx.data)
+    estimate = ctx.perf.predict(ctx.workload, [NodeGroup(offer, n)], job.sync, ctx.data)
     return Baseline(offer, n, estimate.samples_per_s, estimate.usd_per_hour, estimate.usd_per_million_samples)

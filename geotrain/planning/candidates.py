@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from geotrain.domain import CLOUD_ONPREM, JobSpec, Market, Offer, SyncStrategyName
 from geotrain.errors import NotFoundError
-from geotrain.perf.model import DataSource, PerfModel, bundled_fit
+from geotrain.perf.model import DataSource, PerfModel, bundled_fit, samples_per_step
 from geotrain.perf.workloads import Workload
 from geotrain.solver.problem import Candidate
 
@@ -50,7 +50,7 @@ def passes_filters(offer: Offer, job: JobSpec, blocked: frozenset[str]) -> bool:
         return False
     if c.accelerators is not None and not _accelerator_matches(offer.shape.accelerator, c.accelerators):
         return False
-    if blocked and ({loc.zone_scope, loc.region_scope, offer.offer_id} & blocked):
+    if blocked and ({loc.cloud, loc.zone_scope, loc.region_scope, offer.offer_id} & blocked):
         return False
     return True
 
@@ -77,6 +77,9 @@ def build_candidates(offers: Sequence[Offer], *, job: JobSpec, workload: Workloa
     default = default_interruption_rate(offers) if default_rate is None else default_rate
     # a node trains e·rate inside Hivemind: that is what it reads from the data
     efficiency = bundled_fit().efficiency_of(workload.name) if job.strategy is SyncStrategyName.HIVEMIND else 1.0
+    # local nodes beyond this machine's cores share them: rates as for a mix of node_cap nodes (exact for the
+    # largest mix, conservative for smaller ones; the perf model prices the chosen mix exactly)
+    share = perf.host_share(node_cap)
     cands, by_key = [], {}
     skipped: dict[str, int] = defaultdict(int)
     considered = 0
@@ -90,7 +93,7 @@ def build_candidates(offers: Sequence[Offer], *, job: JobSpec, workload: Workloa
         except NotFoundError:
             skipped[f"no compute rate for {workload.name} on {shape.accelerator or 'CPU'}"] += 1
             continue
-        samples_per_s = perf.data_capped_rate(rate.samples_per_s, offer.location, data)
+        samples_per_s = perf.data_capped_rate(rate.samples_per_s * share, offer.location, data)
         if offer.market == Market.SPOT:
             lam = offer.interruption.interruptions_per_hour
             lam = default if lam is None else lam
@@ -110,7 +113,7 @@ def build_candidates(offers: Sequence[Offer], *, job: JobSpec, workload: Workloa
         cand = Candidate(
             key=offer.offer_id, region=loc.region_scope, zone=loc.zone_scope, cloud=loc.cloud,
             market=offer.market.value, price_usd_per_hour=offer.price_usd_per_hour, rate=samples_per_s,
-            goodput=goodput, samples_per_step=workload.samples_per_step * max(1, shape.accelerator_count),
+            goodput=goodput, samples_per_step=samples_per_step(workload, job.sync, shape.accelerator_count),
             accelerators=max(1, shape.accelerator_count), capacity=capacity, minimum=minimum,
             data_usd_per_hour=data_usd,
         )

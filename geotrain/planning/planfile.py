@@ -1,9 +1,15 @@
 """A plan as JSON (``plan.json``): everything launch and cost-report need, self-contained.
 
-The file holds the job spec (in the job spec file's own form, re-validated on load), each item's
-offer as a record of the offer schema (re-validated on load), the snapshot id the prices came from,
-the perf model's predicted totals, the solver's report, the frontier and the baseline. Writes are
-atomic; a damaged or foreign file is refused with the field that is wrong.
+The file holds the job spec (in the job spec file's own form, with its ``sync`` settings written out
+in full; re-validated on load), each item's offer as a record of the offer schema (re-validated on
+load), the snapshot id the prices came from, what the plan was made for (``provider``: ``local`` for
+this machine's processes, none for the offers' own hardware), the perf model's predicted totals, the
+solver's report, the frontier and the baseline. Writes are atomic; a damaged or foreign file is
+refused with the field that is wrong.
+
+This module is the one reader of plans: launch reads plan files with :func:`load_plan`, the ledger
+keeps :func:`plan_to_dict`'s JSON, and cost-report reads it back with :func:`plan_from_dict`.
+``geotrain-plan/1`` files (sync knobs in ``strategy_options``) still load.
 """
 
 from __future__ import annotations
@@ -21,7 +27,8 @@ from geotrain.files import atomic_write_text
 from geotrain.pricing.records import offer_record, offers_from_records
 from geotrain.specfile import Fields, read_text
 
-FORMAT = "geotrain-plan/1"
+FORMAT = "geotrain-plan/2"
+_OLD_FORMAT = "geotrain-plan/1"
 
 
 def plan_to_dict(plan: Plan) -> dict[str, Any]:
@@ -33,11 +40,7 @@ def plan_to_dict(plan: Plan) -> dict[str, Any]:
         "created_at": plan.created_at.isoformat(),
         "snapshot_id": plan.snapshot_id,
         "job": job_to_mapping(plan.job),
-        "strategy_options": {
-            "target_batch_size": plan.target_batch_size, "local_steps": plan.local_steps,
-            "accumulation_steps": plan.accumulation_steps, "precision": plan.precision,
-            "recovery_h": plan.recovery_h,
-        },
+        "planning": {"recovery_h": plan.recovery_h, "provider": plan.provider},
         "items": [{"offer": offer_record(i.offer), "count": i.count, "samples_per_s": i.samples_per_s}
                   for i in plan.items],
         "totals": {
@@ -87,12 +90,14 @@ def load_plan(path: str | Path) -> Plan:
 
 
 def plan_from_dict(data: Mapping[str, Any], origin: str) -> Plan:
+    if data.get("format") == _OLD_FORMAT:
+        data = _upgrade(data)
     if data.get("format") != FORMAT:
         raise InputError(f"{origin}: format {data.get('format')!r} is not {FORMAT!r}; is this a plan from `geotrain plan -o`?")
     top = Fields(data, origin=origin, error=InputError)
     job_fields = top.section("job", required=True)
     job = parse_job_spec(job_fields, base_dir=Path(origin).parent)
-    options = top.section("strategy_options", required=True)
+    options = top.section("planning", required=True)
     item_fields = top.sections("items")
     offers = offers_from_records([f.mapping("offer") for f in item_fields], f"{origin}: items")
     items = [PlanItem(offer, f.whole("count", minimum=1), f.number("samples_per_s", minimum=0))
@@ -122,16 +127,27 @@ def plan_from_dict(data: Mapping[str, Any], origin: str) -> Plan:
             backend=solver.text("backend", "CBC"), candidates=solver.whole("candidates", 0, minimum=0),
             dominated=solver.whole("dominated", 0, minimum=0),
         ),
-        target_batch_size=options.whole("target_batch_size", 32768, minimum=1),
-        local_steps=options.whole("local_steps", 32, minimum=1),
-        accumulation_steps=options.whole("accumulation_steps", 16, minimum=1),
-        precision=options.choice("precision", ["fp32", "fp16", "bf16", "int8"], "fp16"),
-        recovery_h=options.number("recovery_h", 0.25, minimum=0),
+        recovery_h=options.number("recovery_h", minimum=0),
+        provider=options.text("provider", None),
         frontier=_frontier(data.get("frontier") or [], origin),
         baseline=baseline,
         assumptions=tuple(str(a) for a in data.get("assumptions") or []),
     )
     return plan
+
+
+def _upgrade(data: Mapping[str, Any]) -> dict[str, Any]:
+    """A ``geotrain-plan/1`` mapping in the current form: its sync knobs move into the job."""
+    out = dict(data)
+    old = dict(out.pop("strategy_options", None) or {})
+    job = dict(out.get("job") or {})
+    sync = {k: old[k] for k in ("target_batch_size", "local_steps", "accumulation_steps", "precision") if k in old}
+    if sync:
+        job["sync"] = sync
+    out["job"] = job
+    out["planning"] = {"recovery_h": old.get("recovery_h", 0.25)}
+    out["format"] = FORMAT
+    return out
 
 
 def _time(fields: Fields, key: str) -> datetime:

@@ -18,10 +18,13 @@ from geotrain.domain import (
 )
 from geotrain.errors import InfeasibleError, InputError
 from geotrain.perf.describe import bottleneck_words
-from geotrain.perf.model import DataSource, Estimate, PerfModel, bundled_fit, make_strategy
+from geotrain.perf.host import LocalHost
+from geotrain.perf.model import DataSource, Estimate, PerfModel, bundled_fit
+from geotrain.perf.network import SitePlacement
 from geotrain.perf.workloads import Workload, WorkloadRegistry
 from geotrain.planning.candidates import CandidateSet, build_candidates
 from geotrain.planning.oracle import PerfOracle
+from geotrain.pricing.egress import EgressPrices
 from geotrain.pricing.geography import continent_of
 from geotrain.pricing.inventory import Inventory, inventory_table
 from geotrain.pricing.snapshot import PriceSnapshot, offers_from_table
@@ -31,16 +34,18 @@ from geotrain.solver.result import SearchResult
 from geotrain.solver.search import Searcher
 
 DEFAULT_MAX_NODES = 64
+LOCAL_PROVIDER = "local"
 
 
 @dataclass(frozen=True, slots=True)
 class PlanOptions:
+    """How to plan (the job says what). ``provider`` ``"local"``: the nodes will be the local
+    provider's processes on this machine, so the plan is predicted with this machine's rates
+    (``geotrain.perf.host``); None: the offers' own hardware, as the clouds sell it."""
+
     backend: str = "CBC"
     recovery_h: float = 0.25  # work lost per interruption (since the last checkpoint) + restart
-    target_batch_size: int = 32768
-    local_steps: int = 32
-    accumulation_steps: int = 16
-    precision: str = "fp16"
+    provider: str | None = None
     tolerance: float = 1e-3
     frontier_points: int = 6
     time_limit_s: float = 60.0  # for one objective's search
@@ -59,7 +64,6 @@ class PlanningContext:
     perf: PerfModel
     candidates: CandidateSet
     problem: Problem
-    strategy: object
     data: DataSource | None
     options: PlanOptions
 
@@ -79,7 +83,7 @@ def make_plan(job: JobSpec, snapshot: PriceSnapshot, *, inventory: Inventory | N
 
         raise InfeasibleError(explain_infeasible(ctx, result))
     groups = groups_of(ctx, result.solution.counts)
-    estimate = ctx.perf.predict(ctx.workload, groups, ctx.strategy, options.precision, ctx.data)
+    estimate = ctx.perf.predict(ctx.workload, groups, job.sync, ctx.data)
     frontier = ()
     if options.frontier_points:
         searcher.restart_clock(options.frontier_time_limit_s)
@@ -103,7 +107,7 @@ def plan_for_nodes(job: JobSpec, snapshot: PriceSnapshot, nodes: str, *, invento
     if inventory is not None:
         offers += offers_from_table(inventory_table(inventory))
     groups = resolve_nodes(requests, offers)
-    estimate = ctx.perf.predict(ctx.workload, groups, ctx.strategy, options.precision, ctx.data)
+    estimate = ctx.perf.predict(ctx.workload, groups, job.sync, ctx.data)
     given = SearchResult("given", None, estimate.samples_per_s, estimate.usd_per_hour, SolveStatus.OPTIMAL, 0.0, 0.0, 0)
     from geotrain.planning.baseline import best_homogeneous
 
@@ -120,14 +124,20 @@ def build_context(job: JobSpec, snapshot: PriceSnapshot, *, inventory: Inventory
     sites = {}
     if inventory is not None:
         offers += offers_from_table(inventory_table(inventory))
-        from geotrain.perf.service import site_placements
-
         sites = site_placements(inventory)
-    perf = perf or PerfModel()
+    perf = perf or PerfModel(egress=EgressPrices.bundled())
     if sites:
         perf = perf.with_sites(sites)
-    data = data_source(job)
     node_cap = job.constraints.max_nodes or DEFAULT_MAX_NODES
+    if options.provider == LOCAL_PROVIDER:
+        host = LocalHost.measured()
+        perf = perf.on_local_host(host)
+        # more local nodes than cores only share them (and add traffic): never worth planning
+        node_cap = job.constraints.max_nodes or host.cores
+    elif options.provider is not None:
+        raise InputError(f"provider {options.provider!r}: plans are made for the offers' own hardware or for "
+                         f"{LOCAL_PROVIDER!r} (this machine)")
+    data = data_source(job)
     cands = build_candidates(
         offers, job=job, workload=workload, perf=perf, node_cap=node_cap, recovery_h=options.recovery_h,
         data=data, keep=options.keep, blocked=options.blocked,
@@ -137,18 +147,22 @@ def build_context(job: JobSpec, snapshot: PriceSnapshot, *, inventory: Inventory
     for offer in cands.offers.values():
         loc = offer.location
         places.setdefault(loc.region_scope, Location(loc.cloud, loc.region, "", loc.continent))
+    sync = job.sync
     oracle = PerfOracle(
-        strategy=job.strategy.value, places=places, network=perf.network, egress=perf.egress,
-        payload_bytes=workload.wire_bytes(options.precision), parameters=workload.parameters,
-        fit=bundled_fit(), workload=workload.name, samples_per_round=options.target_batch_size,
-        local_steps=options.local_steps, accumulation_steps=options.accumulation_steps,
+        strategy=sync.strategy.value, places=places, network=perf.network, egress=perf.egress,
+        payload_bytes=workload.wire_bytes(sync.precision), parameters=workload.parameters,
+        fit=bundled_fit(), workload=workload.name, samples_per_round=sync.target_batch_size,
+        local_steps=sync.local_steps, accumulation_steps=sync.accumulation_steps,
         uplinks={s.site: s.uplink_gbps for s in inventory.sites} if inventory else None,
     )
     limits = limits_of(job, node_cap)
     problem = Problem(cands.candidates, oracle, limits)
-    strategy = make_strategy(job.strategy, target_batch_size=options.target_batch_size,
-                             local_steps=options.local_steps, accumulation_steps=options.accumulation_steps)
-    return PlanningContext(job, workload, perf, cands, problem, strategy, data, options)
+    return PlanningContext(job, workload, perf, cands, problem, data, options)
+
+
+def site_placements(inventory: Inventory) -> dict[str, SitePlacement]:
+    """Where each on-prem site of the inventory sits on the network."""
+    return {s.site: SitePlacement(s.uplink_gbps, s.near_region) for s in inventory.sites}
 
 
 def data_source(job: JobSpec) -> DataSource | None:
@@ -247,9 +261,8 @@ def assemble(ctx: PlanningContext, snapshot: PriceSnapshot, result: SearchResult
     return Plan(
         plan_id=f"plan-{digest}", created_at=created, snapshot_id=snapshot.snapshot_id, job=ctx.job, items=items,
         totals=totals_of(ctx, groups, estimate), solver=solver,
-        target_batch_size=ctx.options.target_batch_size, local_steps=ctx.options.local_steps,
-        accumulation_steps=ctx.options.accumulation_steps, precision=ctx.options.precision,
-        recovery_h=ctx.options.recovery_h, frontier=tuple(frontier), baseline=baseline, assumptions=assumptions,
+        recovery_h=ctx.options.recovery_h, provider=ctx.options.provider, frontier=tuple(frontier), baseline=baseline,
+        assumptions=assumptions,
     )
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pandas as pd
 
-from geotrain.domain import Offer
+from geotrain.domain import Market, Offer, OfferId
 from geotrain.errors import CatalogError
 from geotrain.pricing.geography import continent_of
 from geotrain.pricing.schema import COLUMN_NAMES, parse_offers
@@ -46,5 +46,5 @@ def offers_from_records(records: Sequence[Mapping[str, Any]], origin: str) -> tu
 
 
 def _record_id(record: Mapping[str, str]) -> str:
-    zone = record.get("zone") or "-"
-    return f"{record['cloud'].lower()}/{record['region']}/{zone}/{record['instance_type']}/{record['market']}"
+    return str(OfferId(record["cloud"].lower(), record["region"], record.get("zone") or "", record["instance_type"],
+                       Market(record["market"])))

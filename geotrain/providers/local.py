@@ -49,7 +49,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from geotrain.domain import Continent, Location, Offer
+from geotrain.domain import Continent, Location
 from geotrain.errors import NotFoundError, ProviderError
 from geotrain.files import atomic_write_text, geotrain_home
 from geotrain.procs import HAS_PROC, group_alive, pid_alive, proc_stat
@@ -127,8 +127,6 @@ class LocalProvider:
                     self._save(paths, state)
                 return _info(rec)
 
-            from geotrain.pricing.records import offer_record  # pandas: only when launching
-
             node_id = _new_node_id(nodes)
             node_dir = paths.node_dir(node_id)
             node_dir.mkdir(parents=True, exist_ok=True)
@@ -136,7 +134,7 @@ class LocalProvider:
             loc = request.offer.location
             rec = {
                 "node_id": node_id, "request_id": request.request_id, "run_id": request.run_id,
-                "offer_id": offer_id, "offer": offer_record(request.offer),
+                "offer_id": offer_id,
                 "location": {"cloud": loc.cloud, "region": loc.region, "zone": loc.zone,
                              "continent": loc.continent.value},
                 "pid": agent.pid, "pgid": agent.pid, "start_ticks": _start_ticks(agent.pid),
@@ -270,13 +268,6 @@ class LocalProvider:
     def notice_path(self, node_id: str) -> Path:
         """Where the node's preemption notice appears (the file exists only once notice is given)."""
         return self.node_dir(node_id) / NOTICE_FILE
-
-    def offer(self, node_id: str) -> Offer:
-        """The offer the node was launched for (e.g. for a launcher that adopts running nodes)."""
-        from geotrain.pricing.records import offers_from_records
-
-        rec = self._record(node_id)
-        return offers_from_records([rec["offer"]], f"{self._paths().state} node {node_id}")[0]
 
     def close(self) -> None:
         """Reap what has exited; terminates nothing (nodes outlive the provider, like VMs).

@@ -7,9 +7,10 @@ from pathlib import Path
 
 from geotrain.errors import InputError
 from geotrain.files import atomic_write_bytes
-from geotrain.launcher.ledger import Ledger
+from geotrain.billing import node_usage
+from geotrain.ledger import EventKind, Ledger
 from geotrain.report.compare import PlanComparison
-from geotrain.report.costs import CostReport, node_cost
+from geotrain.report.costs import CostReport
 
 
 def draw(report: CostReport, comparison: PlanComparison, ledger: Ledger, path: str | Path, points: int = 200) -> None:
@@ -29,7 +30,7 @@ def draw(report: CostReport, comparison: PlanComparison, ledger: Ledger, path: s
     for cloud in clouds:
         series = []
         for t in times:
-            series.append(sum(node_cost(r, ledger.prices(r.offer_id), t).usd for r in rows
+            series.append(sum(node_usage(r, ledger.prices(r.offer_id), t).compute_usd for r in rows
                               if r.cloud == cloud and r.launched_at < t))
         stacks.append(series)
     # egress accrues with the bytes; spread each generation's bytes over the training time
@@ -48,12 +49,13 @@ def draw(report: CostReport, comparison: PlanComparison, ledger: Ledger, path: s
     ax.grid(True, alpha=0.3)
 
     ax = axes[1]
-    progress = [row for row in ledger.progress_rows(run_id) if row[5] is not None]
-    for n, generation in enumerate(sorted({row[1] for row in progress})):
-        rows = [row for row in progress if row[1] == generation]  # one line per generation: gaps stay gaps
-        ax.plot([(row[0] - start) / 60 for row in rows], [row[5] for row in rows], color="#4a7ab0",
+    progress = [row for row in ledger.progress_rows(run_id) if row.samples_per_s is not None]
+    for n, generation in enumerate(sorted({row.generation for row in progress})):
+        rows = [row for row in progress if row.generation == generation]  # one line per generation: gaps stay gaps
+        ax.plot([(row.at - start) / 60 for row in rows], [row.samples_per_s for row in rows], color="#4a7ab0",
                 label="samples/s" if n == 0 else None)
-    for e in ledger.events(run_id, kinds=("preempted",)):
+    ax.axhline(comparison.predicted_samples_per_s, color="#edae49", linestyle=":", label="plan")
+    for e in ledger.events(run_id, kinds=(EventKind.PREEMPTED,)):
         ax.axvline((e.at - start) / 60, color="#d1495b", linestyle="--", alpha=0.8)
     ax.plot([], [], color="#d1495b", linestyle="--", label="preemption")
     ax.set_ylabel("samples/s")

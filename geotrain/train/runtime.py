@@ -69,7 +69,7 @@ def main(argv: list[str]) -> int:
     import torch.distributed as dist
 
     from geotrain.domain import Continent, Location, link_class
-    from geotrain.launcher.ledger import Ledger
+    from geotrain.ledger import EventKind, Ledger
     from geotrain.train.checkpoint import CheckpointStore
     from geotrain.train.sync import ByteCounter, DDPSync, DeterministicSync, LocalSGDSync, StepInput
     from geotrain.train.workloads import WORKLOADS
@@ -113,19 +113,20 @@ def main(argv: list[str]) -> int:
         torch.set_rng_state(state["torch_rng"])
         step = int(state["step"])
         if rank == 0:
-            ledger.event(run_id, "checkpoint_restored", node_id=node_id, step=step, generation=generation,
+            ledger.event(run_id, EventKind.CHECKPOINT_RESTORED, node_id=node_id, step=step, generation=generation,
                          url=latest.url, rejected=[list(r) for r in ckpt.rejected])
 
     counter = ByteCounter()
     regions = [n["region"] for n in nodes]
-    M = config["micro_batches"]
-    sync_name = config["sync"]
-    if sync_name == "local-sgd":
-        sync = LocalSGDSync(model, workload.loss, rank, world, counter, regions, config["local_steps"])
+    M = config["micro_batches"]  # of the global batch: fixed for the run, whatever the world size
+    settings = config["sync"]
+    if settings["strategy"] == "local-sgd":
+        sync = LocalSGDSync(model, workload.loss, rank, world, counter, regions, settings["local_steps"],
+                            settings["precision"])
     elif deterministic:
         sync = DeterministicSync(model, workload.loss, rank, world, counter, M)
     else:
-        sync = DDPSync(model, workload.loss, rank, world, counter)
+        sync = DDPSync(model, workload.loss, rank, world, counter, settings["precision"])
 
     target = config["target_steps"]
     every = config["checkpoint_every"]
@@ -134,13 +135,13 @@ def main(argv: list[str]) -> int:
     mine = [j for j in range(M) if j % world == rank]
 
     def save(kind: str) -> None:
-        ledger.event(run_id, "checkpoint_write_started", node_id=node_id, step=step, purpose=kind)
+        ledger.event(run_id, EventKind.CHECKPOINT_WRITE_STARTED, node_id=node_id, step=step, purpose=kind)
         info = ckpt.save(step, {
             "model": model.state_dict(), "optimizer": optimizer.state_dict(), "step": step,
             "torch_rng": torch.get_rng_state(),
         }, meta={"run_id": run_id, "generation": generation, "world_size": world, "samples": step * global_samples,
                  "kind": kind})
-        ledger.event(run_id, "checkpoint_saved", node_id=node_id, step=step, purpose=kind, url=info.url,
+        ledger.event(run_id, EventKind.CHECKPOINT_SAVED, node_id=node_id, step=step, purpose=kind, url=info.url,
                      size_bytes=info.size_bytes)
         if rank == 0:
             ckpt.prune(keep=3)
@@ -168,7 +169,7 @@ def main(argv: list[str]) -> int:
                 sync.after_step(step)
             if notice.received() and not noticed and sync.averaged(step):
                 noticed = True
-                ledger.event(run_id, "notice", node_id=node_id, step=step)
+                ledger.event(run_id, EventKind.NOTICE, node_id=node_id, step=step)
                 save("emergency")
             elif rank == 0 and step % every == 0 and sync.averaged(step):
                 save("periodic")
@@ -182,7 +183,7 @@ def main(argv: list[str]) -> int:
                 flush_bytes()
         if rank == 0 and sync.averaged(step):
             save("final")
-            ledger.event(run_id, "training_finished", node_id=node_id, step=step)
+            ledger.event(run_id, EventKind.TRAINING_FINISHED, node_id=node_id, step=step)
         flush_bytes()
         if world > 1:
             dist.barrier()

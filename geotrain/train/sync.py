@@ -12,6 +12,10 @@
   of one region all-reduce their gradients inside the region; every ``H`` steps all ranks average
   their parameters (over the WAN). Cloudless-Training's inter-region model averaging.
 
+Wire precision (the plan's ``sync.precision``): ``DDPSync`` and ``LocalSGDSync`` send gradients and
+parameters as fp32, fp16 or bf16 (cast before the collective, summed in that type, cast back), as the
+perf model counts them; ``DeterministicSync`` always sends fp32.
+
 Bytes are counted as a ring sends them: an all-reduce of ``B`` bytes among ``n`` ranks sends
 ``2(n−1)/n·B`` from each rank to its successor in the ring (ranks in location order); an all-gather
 of pieces of ``b`` bytes sends ``(n−1)·b`` to the successor.
@@ -48,8 +52,45 @@ class ByteCounter:
         return out
 
 
-def parameter_bytes(model: nn.Module) -> int:
-    return sum(p.numel() * p.element_size() for p in model.parameters())
+WIRE_DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+
+
+def wire_dtype(precision: str) -> torch.dtype:
+    try:
+        return WIRE_DTYPES[precision]
+    except KeyError:
+        raise ValueError(f"precision {precision!r} is not one the runtime sends ({', '.join(WIRE_DTYPES)})") from None
+
+
+def parameter_bytes(model: nn.Module, dtype: torch.dtype | None = None) -> int:
+    """Bytes of one copy of the parameters, in ``dtype`` on the wire (default: their own)."""
+    size = torch.tensor([], dtype=dtype).element_size() if dtype is not None else None
+    return sum(p.numel() * (size or p.element_size()) for p in model.parameters())
+
+
+def _compressed_all_reduce_hook(dtype: torch.dtype):  # noqa: ANN202
+    """A DDP communication hook that all-reduces each gradient bucket in ``dtype`` (averaged)."""
+
+    def hook(group, bucket):  # noqa: ANN001, ANN202
+        world = dist.get_world_size(group)
+        buffer = bucket.buffer()
+        wire = buffer.to(dtype).div_(world)
+        future = dist.all_reduce(wire, group=group, async_op=True).get_future()
+
+        def back(fut):  # noqa: ANN001, ANN202
+            buffer.copy_(fut.value()[0])
+            return buffer
+
+        return future.then(back)
+
+    return hook
+
+
+def _all_reduce_mean(flat: torch.Tensor, dtype: torch.dtype, n: int, group=None) -> torch.Tensor:  # noqa: ANN001
+    """The mean of ``flat`` over the group, sent in ``dtype``."""
+    wire = flat.to(dtype) if flat.dtype != dtype else flat
+    dist.all_reduce(wire, group=group)
+    return wire.to(flat.dtype).div_(n) if wire is not flat else wire.div_(n)
 
 
 @dataclass
@@ -65,13 +106,17 @@ class StepInput:
 class DDPSync:
     name = "allreduce"
 
-    def __init__(self, model: nn.Module, loss_fn: Callable, rank: int, world: int, counter: ByteCounter) -> None:
+    def __init__(self, model: nn.Module, loss_fn: Callable, rank: int, world: int, counter: ByteCounter,
+                 precision: str = "fp32") -> None:
         self.raw = model
+        dtype = wire_dtype(precision)
         self.model = nn.parallel.DistributedDataParallel(model) if world > 1 else model
+        if world > 1 and dtype != torch.float32:
+            self.model.register_comm_hook(None, _compressed_all_reduce_hook(dtype))
         self.loss_fn = loss_fn
         self.rank, self.world, self.counter = rank, world, counter
         self.members = list(range(world))
-        self.payload = parameter_bytes(model)
+        self.payload = parameter_bytes(model, dtype)
 
     def step(self, inp: StepInput, optimizer: torch.optim.Optimizer) -> float:
         optimizer.zero_grad(set_to_none=True)
@@ -144,13 +189,14 @@ class LocalSGDSync:
     name = "local-sgd"
 
     def __init__(self, model: nn.Module, loss_fn: Callable, rank: int, world: int, counter: ByteCounter,
-                 regions: Sequence[str], local_steps: int) -> None:
+                 regions: Sequence[str], local_steps: int, precision: str = "fp32") -> None:
         self.raw = self.model = model
         self.loss_fn = loss_fn
         self.rank, self.world, self.counter = rank, world, counter
         self.H = local_steps
+        self.dtype = wire_dtype(precision)
         self.params = [p for p in model.parameters()]
-        self.payload = parameter_bytes(model)
+        self.payload = parameter_bytes(model, self.dtype)
         self.members = list(range(world))
         # one process group per region; every rank must create every group, in the same order
         self.region_members: dict[str, list[int]] = {}
@@ -172,9 +218,7 @@ class LocalSGDSync:
         loss.backward()
         n = len(self.my_members)
         if n > 1:
-            flat = torch.cat([p.grad.reshape(-1) for p in self.params])
-            dist.all_reduce(flat, group=self.group)
-            flat /= n
+            flat = _all_reduce_mean(torch.cat([p.grad.reshape(-1) for p in self.params]), self.dtype, n, self.group)
             offset = 0
             for p in self.params:
                 p.grad.copy_(flat[offset:offset + p.numel()].view_as(p))
@@ -188,9 +232,7 @@ class LocalSGDSync:
         if step % self.H or self.world < 2:
             return
         with torch.no_grad():
-            flat = torch.cat([p.data.reshape(-1) for p in self.params])
-            dist.all_reduce(flat)
-            flat /= self.world
+            flat = _all_reduce_mean(torch.cat([p.data.reshape(-1) for p in self.params]), self.dtype, self.world)
             offset = 0
             for p in self.params:
                 p.data.copy_(flat[offset:offset + p.numel()].view_as(p))

@@ -16,7 +16,7 @@ import torch
 
 from geotrain.domain import JobSpec, Objective, SyncStrategyName
 from geotrain.errors import RunError
-from geotrain.launcher.ledger import Ledger
+from geotrain.ledger import Ledger
 from geotrain.launcher.loop import LaunchOptions, Launcher
 from geotrain.launcher.preemptions import PreemptionEvent, PreemptionSchedule
 from geotrain.planning.planfile import save_plan

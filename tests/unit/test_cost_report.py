@@ -11,15 +11,16 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from geotrain.app.cost_report import cost_reports
+from geotrain.billing import run_cost
 from geotrain.cli import app
-from geotrain.domain import JobSpec, Objective, SyncStrategyName
-from geotrain.launcher.ledger import Ledger
+from geotrain.domain import JobSpec, Objective, SyncSettings, SyncStrategyName
+from geotrain.ledger import Ledger
 from geotrain.planning.planfile import plan_to_dict
 from geotrain.planning.planner import PlanOptions, plan_for_nodes
 from geotrain.pricing.inventory import load_inventory
 from geotrain.pricing.records import offer_record
 from geotrain.pricing.snapshot import bundled_snapshot
-from geotrain.report.service import cost_reports
 
 SITES = Path(__file__).resolve().parents[2] / "examples" / "sites.yaml"
 T0 = 1_700_000_000.0
@@ -35,7 +36,7 @@ OWNED_ID = "onprem/munich-lab/-/rtx8000-ws/owned"
 def ledger(geotrain_home):
     snapshot = bundled_snapshot()
     inventory = load_inventory(SITES)
-    job = JobSpec("fixture", "convnext-large", Objective.MIN_COST, strategy=SyncStrategyName.ALLREDUCE,
+    job = JobSpec("fixture", "convnext-large", Objective.MIN_COST, sync=SyncSettings(SyncStrategyName.ALLREDUCE),
                   target_samples_per_s=100, onprem_inventory=str(SITES))
     plan = plan_for_nodes(job, snapshot, "aws/use1-az1/g4dn.xlarge,gcp/europe-west1-b/n1-standard-8+T4,"
                                          "onprem/munich-lab/rtx8000-ws", inventory=inventory,
@@ -46,7 +47,8 @@ def ledger(geotrain_home):
     led = Ledger()
     led.create_run(run_id=RUN, plan_id=plan.plan_id, plan_json=json.dumps(plan_to_dict(plan)), workload="tiny-cnn",
                    provider="local", checkpoint_url="s3://bucket/ckpt", launcher_pid=1, target_steps=360,
-                   options={"checkpoint_location": "aws/us-east-1"})
+                   options={"checkpoint_location": "aws/us-east-1", "train_workload": "tiny-cnn"},
+                   substitutions=("trains tiny-cnn instead of the planned convnext-large",))
     rows = [  # node, offer, launch price, launched, ended, why
         (A, AWS_ID, 1.00, T0, T0 + 3600, "completed"),
         (B, GCP_ID, 0.50, T0, T0 + 1200, "preempted"),
@@ -69,8 +71,8 @@ def ledger(geotrain_home):
     led.event(RUN, "checkpoint_restored", node_id=A, at=T0 + 1540, generation=2, step=80, url="s3://bucket/ckpt/80")
     for at, gen, step, samples in ((T0 + 600, 1, 50, 500_000), (T0 + 1190, 1, 100, 1_000_000),
                                    (T0 + 1560, 2, 90, 900_000), (T0 + 3590, 2, 360, 3_600_000)):
-        led._conn.execute("INSERT INTO progress VALUES (?,?,?,?,?,?,?,?)",
-                          (RUN, at, gen, step, samples, 1.0, 1000.0, 3))
+        led._conn.execute("INSERT INTO progress (run_id, at, generation, step, samples, loss, samples_per_s,"
+                          " world_size) VALUES (?,?,?,?,?,?,?,?)", (RUN, at, gen, step, samples, 1.0, 1000.0, 3))
     led.add_link_bytes(RUN, 1, [(A, B, "internet", int(10e9)), (B, A, "internet", int(5e9)),
                                 (A, C, "internet", int(2e9)), (C, A, "internet", int(3e9))])
     led.finish_run(RUN, "completed", "trained 360 steps")
@@ -83,10 +85,10 @@ def test_totals_are_exactly_the_hand_computed_ones(ledger):
     nodes = {n.node_id: n for n in r.nodes}
     # compute: A half an hour at $1.00 then half an hour at $1.50; B 20 min at $0.50 (preempted);
     # B2 35 min at $0.40; the on-prem machine an hour at its amortized $0.10
-    assert nodes[A].usd == pytest.approx(0.5 * 1.00 + 0.5 * 1.50) and nodes[A].price_changes == 1
-    assert nodes[B].usd == pytest.approx(1200 / 3600 * 0.50)
-    assert nodes[B2].usd == pytest.approx(2100 / 3600 * 0.40)
-    assert nodes[C].usd == pytest.approx(0.10)
+    assert nodes[A].compute_usd == pytest.approx(0.5 * 1.00 + 0.5 * 1.50) and nodes[A].price_changes == 1
+    assert nodes[B].compute_usd == pytest.approx(1200 / 3600 * 0.50)
+    assert nodes[B2].compute_usd == pytest.approx(2100 / 3600 * 0.40)
+    assert nodes[C].compute_usd == pytest.approx(0.10)
     compute = 1.25 + 1 / 6 + 0.4 * 2100 / 3600 + 0.10
     assert r.compute_usd == pytest.approx(compute)
     # egress, priced by the sender's cloud (bundled table: AWS → another cloud or on-prem $0.09/GB,
@@ -101,10 +103,18 @@ def test_totals_are_exactly_the_hand_computed_ones(ledger):
     assert r.total_usd == pytest.approx(total)
     assert r.samples == 3_600_000
     assert r.usd_per_million_samples == pytest.approx(total / 3.6)
-    assert r.by_cloud == pytest.approx({"aws": 1.25 + 0.9 + 0.18, "gcp": 1 / 6 + 0.4 * 2100 / 3600 + 0.6,
-                                        "onprem": 0.10})
-    assert r.by_market == pytest.approx({"owned": 0.10, "spot": compute - 0.10})
+    # every part is billed by someone: AWS bills A's egress and the two reads from its storage, GCP
+    # bills B's egress and B's write to AWS; a read is attributed to the node that read it
+    assert r.by_cloud == pytest.approx({"aws": 1.25 + 0.9 + 0.18 + 0.18 + 0.18,
+                                        "gcp": 1 / 6 + 0.4 * 2100 / 3600 + 0.6 + 0.12, "onprem": 0.10})
+    assert r.by_market == pytest.approx({"owned": 0.10 + 0.18, "spot": total - 0.28})
     assert r.by_kind == pytest.approx({"compute": compute, "egress": 1.68, "storage": 0.48})
+    assert r.by_node == pytest.approx({A: 1.25 + 0.9 + 0.18, B: 1 / 6 + 0.6 + 0.12, B2: 0.4 * 2100 / 3600 + 0.18,
+                                       C: 0.10 + 0.18})
+    for parts in (r.by_node, r.by_cloud, r.by_region, r.by_market, r.by_kind):
+        assert sum(parts.values()) == pytest.approx(total)
+    # the one cost function: what launch and status print is exactly this total
+    assert run_cost(ledger, RUN).total_usd == r.total_usd
     # interruptions: generation 1 reached step 100, generation 2 restored step 80: 20 steps lost;
     # the restart took from the preemption (T0+1200) to the next progress report (T0+1560)
     i = r.interruptions
@@ -129,7 +139,8 @@ def test_counterfactuals(ledger):
     assert costs.on_demand.saving(costs.report.total_usd) == pytest.approx(1 - costs.report.total_usd / expected)
     reasons = " ".join(costs.plan.reasons)
     assert "spot prices moved for 1 node" in reasons and "1 preemption(s): 20 steps" in reasons
-    assert "trained tiny-cnn while the plan predicted convnext-large" in reasons
+    assert "not comparable" in reasons and "trains tiny-cnn instead of the planned convnext-large" in reasons
+    assert not costs.plan.comparable and costs.plan.throughput_ratio is None
     assert "1 replacement node" in reasons
 
 
@@ -142,8 +153,10 @@ def test_cli_json_csv_and_a_plot(ledger, tmp_path):
     assert data["interruptions"]["preemptions"] == 1 and data["on_demand"]["saving"] is not None
     result = runner.invoke(app, ["cost-report", "--all", "--csv"])
     lines = result.stdout.strip().splitlines()
-    assert lines[0] == "run_id,kind,item,cloud,region,market,quantity,unit,usd"
+    assert lines[0] == "run_id,kind,item,node,cloud,region,market,quantity,unit,usd"
     assert sum(1 for line in lines if ",compute," in line) == 4 and lines[-1].startswith(f"{RUN},total,")
+    items = [line.split(",") for line in lines[1:-1]]
+    assert sum(float(row[-1]) for row in items) == pytest.approx(float(lines[-1].split(",")[-1]))
     png = tmp_path / "costs.png"
     result = runner.invoke(app, ["cost-report", RUN, "--plot", str(png)])
     assert result.exit_code == 0, result.output
@@ -167,7 +180,7 @@ def test_a_running_run_reports_its_cost_so_far(ledger):
     ledger._conn.execute("UPDATE nodes SET ended_at = NULL WHERE node_id = ?", (A,))
     report = cost_reports(RUN, ledger=ledger)[0].report
     assert report.running and report.ended_at > T0 + 3600
-    assert {n.node_id: n for n in report.nodes}[A].usd > 1.25  # still accruing at $1.50/h
+    assert {n.node_id: n for n in report.nodes}[A].compute_usd > 1.25  # still accruing at $1.50/h
 
 
 def test_since_and_bad_input(ledger):

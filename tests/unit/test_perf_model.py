@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from geotrain.domain import SyncStrategyName
+from geotrain.domain import SyncSettings, SyncStrategyName
 from geotrain.errors import NotFoundError
 from geotrain.perf.calibration import fit_hivemind, load_runs, run_groups
 from geotrain.perf.data import data_text
@@ -15,15 +15,17 @@ from geotrain.perf.model import PerfModel, bundled_fit, make_strategy
 from geotrain.perf.network import NetworkModel
 from geotrain.perf.rates import RateTable
 from geotrain.perf.workloads import WorkloadRegistry
+from geotrain.pricing.egress import EgressPrices
 from tests.perf_helpers import AWS_US, EU, US, groups, network
 
 REGISTRY = WorkloadRegistry.bundled()
+EGRESS = EgressPrices.bundled()
 SYNCHRONOUS = ("hivemind", "allreduce", "local-sgd")
 
 
 def test_reproduces_the_one_zone_tables_within_ten_percent():
-    model = PerfModel()
-    hivemind = make_strategy("hivemind")
+    model = PerfModel(egress=EGRESS)
+    hivemind = SyncSettings("hivemind")
     errors = {}
     for run in load_runs(data_text("calibration_runs.csv")):
         if run.peers < 2:
@@ -38,10 +40,10 @@ def test_reproduces_the_one_zone_tables_within_ten_percent():
 
 
 def test_single_gpu_baselines_are_exact():
-    model = PerfModel()
+    model = PerfModel(egress=EGRESS)
     for run in load_runs(data_text("calibration_runs.csv")):
         if run.peers == 1:
-            estimate = model.predict(REGISTRY.get(run.workload), run_groups(run), make_strategy("hivemind"))
+            estimate = model.predict(REGISTRY.get(run.workload), run_groups(run), SyncSettings("hivemind"))
             assert estimate.samples_per_s == pytest.approx(run.samples_per_s)
 
 
@@ -58,7 +60,7 @@ def test_committed_calibration_is_what_the_fit_gives():
 
 
 def predict(net: NetworkModel, strategy: str, mix, workload: str = "convnext-large"):
-    return PerfModel(network=net).predict(REGISTRY.get(workload), mix, make_strategy(strategy))
+    return PerfModel(network=net, egress=EGRESS).predict(REGISTRY.get(workload), mix, SyncSettings(strategy))
 
 
 @settings(max_examples=60, deadline=None)
@@ -90,8 +92,8 @@ def test_more_bandwidth_never_lowers_throughput(strategy, bw, more, nic, n):
 def test_allreduce_averaging_sends_two_n_minus_one_over_n_parameters(strategy, n_us, n_eu):
     workload = REGISTRY.get("roberta-xlm")
     mix = groups((US, n_us), *([(EU, n_eu)] if n_eu else []))
-    estimate = PerfModel(network=network({(US, EU): (0.2, 103.0)})).predict(
-        workload, mix, make_strategy(strategy), precision="fp16")
+    estimate = PerfModel(network=network({(US, EU): (0.2, 103.0)}), egress=EGRESS).predict(
+        workload, mix, SyncSettings(strategy, precision="fp16"))
     n = n_us + n_eu
     expected = 2 * (n - 1) / n * workload.parameters * 2
     assert estimate.bytes_per_peer_per_round == pytest.approx(expected)
@@ -118,8 +120,8 @@ def test_local_sgd_averages_less_often_than_allreduce_over_a_slow_wan():
     net = network({(US, EU): (0.1, 110.0)})
     mix = groups((US, 2), (EU, 2))
     allreduce = predict(net, "allreduce", mix)
-    local = PerfModel(network=net).predict(REGISTRY.get("convnext-large"), mix,
-                                           make_strategy("local-sgd", local_steps=64))
+    local = PerfModel(network=net, egress=EGRESS).predict(REGISTRY.get("convnext-large"), mix,
+                                           SyncSettings("local-sgd", local_steps=64))
     assert local.samples_per_s > allreduce.samples_per_s
     assert local.egress_gb_per_hour < allreduce.egress_gb_per_hour
 
@@ -162,4 +164,4 @@ def test_unknown_workload_suggests():
 
 
 def test_strategy_names():
-    assert {make_strategy(s).name for s in SyncStrategyName} == set(SyncStrategyName)
+    assert {make_strategy(SyncSettings(s)).name for s in SyncStrategyName} == set(SyncStrategyName)

@@ -7,6 +7,7 @@ import statistics
 import pytest
 
 from geotrain.errors import InputError
+from geotrain.providers.faults import Fault, FaultKind
 from geotrain.launcher.preemptions import (
     PreemptionEvent,
     PreemptionSchedule,
@@ -29,8 +30,8 @@ def test_preempt_at_parses_seconds_and_rejects_bad_values():
 def test_csv_trace(tmp_path):
     path = tmp_path / "trace.csv"
     path.write_text("at_s,node,notice_s\n5,1,\n12,node-abc,30\n")
-    assert load_trace(path) == (PreemptionEvent(at_s=5.0, node=1),
-                                PreemptionEvent(at_s=12.0, node="node-abc", notice_s=30.0))
+    assert load_trace(path) == ((PreemptionEvent(at_s=5.0, node=1),
+                                 PreemptionEvent(at_s=12.0, node="node-abc", notice_s=30.0)), ())
     path.write_text("when,node\n5,1\n")
     with pytest.raises(InputError, match="needs the columns at_s"):
         load_trace(path)
@@ -39,11 +40,37 @@ def test_csv_trace(tmp_path):
 def test_yaml_trace_with_every_trigger(tmp_path):
     path = tmp_path / "trace.yaml"
     path.write_text("- {at_step: 20, node: 0, notice_s: 2}\n- {during_checkpoint: true, at_step: 30}\n- {at_s: 7}\n")
-    assert load_trace(path) == (
+    assert load_trace(path) == ((
         PreemptionEvent(at_step=20, node=0, notice_s=2.0),
         PreemptionEvent(at_step=30, during_checkpoint=True),
         PreemptionEvent(at_s=7.0),
-    )
+    ), ())
+
+
+def test_a_trace_holds_provider_faults_too(tmp_path):
+    path = tmp_path / "trace.yaml"
+    path.write_text("- {at_step: 20}\n- {fault: capacity, scope: aws/us-east-1/use1-az2}\n"
+                    "- {fault: throttle, times: 2}\n- {fault: timeout, made: false, after: 3}\n")
+    events, faults = load_trace(path)
+    assert events == (PreemptionEvent(at_step=20),)
+    assert faults == (Fault(FaultKind.CAPACITY, "aws/us-east-1/use1-az2"), Fault(FaultKind.THROTTLE, times=2),
+                      Fault(FaultKind.TIMEOUT, after=3, made=False))
+    schedule = PreemptionSchedule(events, faults=faults)
+    assert schedule_from_dict(schedule.to_dict()) == schedule
+
+
+@pytest.mark.parametrize("text, message", [
+    ("- {fault: meteor}\n", "is not one of capacity"),
+    ("- {fault: capacity, zone: x}\n", "unknown field zone"),
+    ("- {fault: throttle, times: 0}\n", "times must be"),
+    ("- {fault: boot, after: -1}\n", "after must be"),
+    ("- {fault: timeout, made: maybe}\n", "made must be"),
+])
+def test_a_broken_fault_is_an_input_error(tmp_path, text, message):
+    path = tmp_path / "trace.yaml"
+    path.write_text(text)
+    with pytest.raises(InputError, match=message):
+        load_trace(path)
 
 
 @pytest.mark.parametrize("text, message", [
@@ -87,6 +114,7 @@ def test_the_example_trace_loads():
     from pathlib import Path
 
     example = Path(__file__).resolve().parents[2] / "examples" / "preemptions.yaml"
-    events = load_trace(example)
+    events, faults = load_trace(example)
     assert [e.at_step for e in events] == [50, 130, 200]
+    assert [f.kind for f in faults] == [FaultKind.CAPACITY]
     assert events[0].notice_s == 2.0 and events[1].node == 0 and events[2].during_checkpoint

@@ -1,4 +1,4 @@
-"""What ``geotrain plan`` does: merge the spec file and the flags, plan, write the outputs."""
+"""``geotrain plan``: merge the spec file and the flags, plan, write the outputs."""
 
 from __future__ import annotations
 
@@ -8,30 +8,34 @@ from typing import Any
 
 from geotrain.config import parse_job_spec
 from geotrain.domain import Plan
-from geotrain.errors import JobSpecError
-from geotrain.planning.planfile import save_plan
-from geotrain.planning.planner import PlanOptions, make_plan, plan_for_nodes
+from geotrain.errors import InputError, JobSpecError
+from geotrain.planning.planfile import plan_to_dict, save_plan, savings
+from geotrain.planning.planner import LOCAL_PROVIDER, PlanOptions, make_plan, plan_for_nodes
 from geotrain.pricing.inventory import load_inventory
 from geotrain.pricing.snapshot import SnapshotStore
+from geotrain.solver.model import BACKENDS
 from geotrain.specfile import Fields, load_yaml_mapping
+
+PROVIDERS = (LOCAL_PROVIDER,)
 
 
 @dataclass(frozen=True, slots=True)
 class PlanRequest:
+    """What the user asked for. Every flag is None when not given, so that the spec file's value (and
+    then the one default, in ``geotrain.domain``) applies."""
+
     spec: Path | None = None
-    flags: dict[str, Any] = field(default_factory=dict)  # job fields; None = not given
+    flags: dict[str, Any] = field(default_factory=dict)  # job fields
+    sync_flags: dict[str, Any] = field(default_factory=dict)  # sync settings (strategy, local_steps, …)
     constraint_flags: dict[str, Any] = field(default_factory=dict)
     onprem: Path | None = None
     onprem_required: bool | None = None
     snapshot_id: str | None = None
     backend: str = "CBC"
-    target_batch_size: int = 32768
-    local_steps: int = 32
-    accumulation_steps: int = 16
-    precision: str = "fp16"
     recovery_h: float = 0.25
     time_limit_s: float = 60.0
     nodes: str | None = None  # a mix chosen by hand: evaluate it instead of solving
+    provider: str | None = None  # "local": predict for the local provider's nodes (this machine)
 
 
 def job_mapping(request: PlanRequest) -> tuple[dict[str, Any], str, Path]:
@@ -43,6 +47,13 @@ def job_mapping(request: PlanRequest) -> tuple[dict[str, Any], str, Path]:
         data, origin, base = {}, "command line", Path.cwd()
     data.update({k: v for k, v in request.flags.items() if v is not None})
     data.setdefault("name", "job")
+    given_sync = {k: v for k, v in request.sync_flags.items() if v is not None}
+    if given_sync:
+        sync = dict(data.get("sync") or {})
+        if "strategy" in given_sync:  # a flag overrides the file's strategy wherever the file says it
+            data.pop("strategy", None)
+        sync.update(given_sync)
+        data["sync"] = sync
     constraints = dict(data.get("constraints") or {})
     constraints.update({k: v for k, v in request.constraint_flags.items() if v is not None})
     if constraints:
@@ -60,16 +71,18 @@ def job_mapping(request: PlanRequest) -> tuple[dict[str, Any], str, Path]:
 
 
 def run_plan(request: PlanRequest, *, output: Path | None = None, plot: Path | None = None) -> Plan:
+    if request.backend not in BACKENDS:
+        raise InputError(f"--backend: {request.backend!r} is not one of {', '.join(BACKENDS)}")
+    if request.provider is not None and request.provider not in PROVIDERS:
+        raise InputError(f"--provider: {request.provider!r} is not one of {', '.join(PROVIDERS)} "
+                         "(without it, the plan is for the offers' own hardware)")
     data, origin, base = job_mapping(request)
     job = parse_job_spec(Fields(data, origin=origin, error=JobSpecError), base_dir=base)
     store = SnapshotStore()
     snapshot = store.load(request.snapshot_id) if request.snapshot_id else store.current()
     inventory = load_inventory(job.onprem_inventory) if job.onprem_inventory else None
-    options = PlanOptions(
-        backend=request.backend, recovery_h=request.recovery_h, target_batch_size=request.target_batch_size,
-        local_steps=request.local_steps, accumulation_steps=request.accumulation_steps, precision=request.precision,
-        time_limit_s=request.time_limit_s,
-    )
+    options = PlanOptions(backend=request.backend, recovery_h=request.recovery_h, provider=request.provider,
+                          time_limit_s=request.time_limit_s)
     if request.nodes:
         plan = plan_for_nodes(job, snapshot, request.nodes, inventory=inventory, options=options)
     else:
@@ -81,3 +94,11 @@ def run_plan(request: PlanRequest, *, output: Path | None = None, plot: Path | N
 
         draw_frontier(plan, plot)
     return plan
+
+
+def plan_record(plan: Plan) -> dict[str, Any]:
+    """The plan as ``--json`` prints it: the plan file's JSON."""
+    return plan_to_dict(plan)
+
+
+__all__ = ["PROVIDERS", "PlanRequest", "plan_record", "run_plan", "savings"]

@@ -2,18 +2,18 @@
 
 Tables:
 
-- ``runs``: one row per run — its plan (JSON), workload, goal, checkpoint URL, launcher pid, status
-  (running | completed | failed | stopped) and why it ended.
+- ``runs``: one row per run — its plan (the plan file's JSON), the workload it trained and what it
+  trained instead of the plan (substitutions), checkpoint URL, launcher pid, launch options, status
+  (:class:`~geotrain.ledger.rows.RunStatus`) and why it ended.
 - ``nodes``: every node a run had — its offer (JSON record) and price, launch and end times, why it
   ended (preempted | terminated | lost | completed | stopped), the provider's node id and request id.
-- ``events``: what happened, in order — launched, preempted, notice, checkpoint_saved,
-  checkpoint_write_started, checkpoint_restored, replanned, generation_started, worker_failed,
-  blocked, stopped, completed, resumed …
+- ``events``: what happened, in order; one :class:`~geotrain.ledger.rows.EventKind` each, with its
+  details as JSON.
 - ``progress``: samples, step, loss and samples/s over time (written by the training runtime).
 - ``link_bytes``: bytes sent between two nodes, with the link class, per generation of workers.
 - ``prices``: price observations per offer over time (launch prices, and changes where known).
 
-Several processes write (the launcher and every training worker): WAL mode and a busy timeout
+Rows come back as the typed records of :mod:`geotrain.ledger.rows`. Several processes write (the launcher and every training worker): WAL mode and a busy timeout
 make that safe. Every write is one short transaction.
 """
 
@@ -24,13 +24,13 @@ import sqlite3
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from geotrain.errors import NotFoundError
 from geotrain.files import geotrain_home
+from geotrain.ledger.rows import Event, EventKind, LinkBytes, NodeRow, PricePoint, ProgressRow, RunRow, RunStatus
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -46,7 +46,8 @@ CREATE TABLE IF NOT EXISTS runs (
     checkpoint_url TEXT NOT NULL,
     launcher_pid INTEGER,
     target_steps INTEGER,
-    options_json TEXT NOT NULL DEFAULT '{}'
+    options_json TEXT NOT NULL DEFAULT '{}',
+    substitutions_json TEXT NOT NULL DEFAULT '[]'
 );
 CREATE TABLE IF NOT EXISTS nodes (
     node_id TEXT PRIMARY KEY,
@@ -102,50 +103,6 @@ CREATE INDEX IF NOT EXISTS nodes_run ON nodes(run_id);
 """
 
 
-@dataclass(frozen=True, slots=True)
-class RunRow:
-    run_id: str
-    plan_id: str
-    plan_json: str
-    created_at: str
-    status: str
-    ended_at: str | None
-    reason: str | None
-    workload: str
-    provider: str
-    checkpoint_url: str
-    launcher_pid: int | None
-    target_steps: int | None
-    options_json: str
-
-
-@dataclass(frozen=True, slots=True)
-class NodeRow:
-    node_id: str
-    run_id: str
-    request_id: str
-    offer_id: str
-    offer_json: str
-    cloud: str
-    region: str
-    zone: str
-    market: str
-    price_usd_per_hour: float
-    launched_at: float
-    ended_at: float | None
-    end_reason: str | None
-
-
-@dataclass(frozen=True, slots=True)
-class Event:
-    id: int
-    run_id: str
-    at: float
-    kind: str
-    node_id: str | None
-    detail: dict
-
-
 def now_iso() -> str:
     return datetime.now(timezone.utc).replace(microsecond=0).isoformat()
 
@@ -161,6 +118,18 @@ class Ledger:
         self._conn.execute("PRAGMA busy_timeout=30000")
         self._conn.execute("PRAGMA synchronous=NORMAL")
         self._conn.executescript(SCHEMA)
+        self._migrate()
+
+    def _migrate(self) -> None:
+        """Columns added since the first ledger format (a ledger from an older geotrain gains them)."""
+        columns = {row[1] for row in self._conn.execute("PRAGMA table_info(runs)")}
+        if "substitutions_json" not in columns:
+            try:
+                with self._tx() as c:
+                    c.execute("ALTER TABLE runs ADD COLUMN substitutions_json TEXT NOT NULL DEFAULT '[]'")
+            except sqlite3.OperationalError as exc:  # another process added it first
+                if "duplicate column" not in str(exc):
+                    raise
 
     def close(self) -> None:
         self._conn.close()
@@ -185,23 +154,24 @@ class Ledger:
     # -- runs -------------------------------------------------------------------------------
 
     def create_run(self, *, run_id: str, plan_id: str, plan_json: str, workload: str, provider: str,
-                   checkpoint_url: str, launcher_pid: int, target_steps: int | None, options: dict) -> None:
+                   checkpoint_url: str, launcher_pid: int, target_steps: int | None, options: dict,
+                   substitutions: tuple[str, ...] = ()) -> None:
         with self._tx() as c:
             c.execute(
                 "INSERT INTO runs (run_id, plan_id, plan_json, created_at, status, workload, provider, checkpoint_url,"
-                " launcher_pid, target_steps, options_json) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-                (run_id, plan_id, plan_json, now_iso(), "running", workload, provider, checkpoint_url, launcher_pid,
-                 target_steps, json.dumps(options, sort_keys=True)),
+                " launcher_pid, target_steps, options_json, substitutions_json) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                (run_id, plan_id, plan_json, now_iso(), RunStatus.RUNNING.value, workload, provider, checkpoint_url,
+                 launcher_pid, target_steps, json.dumps(options, sort_keys=True), json.dumps(list(substitutions))),
             )
 
     def run(self, run_id: str) -> RunRow:
-        row = self._conn.execute("SELECT * FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+        row = self._conn.execute(f"SELECT {_RUN_COLUMNS} FROM runs WHERE run_id = ?", (run_id,)).fetchone()
         if row is None:
             raise NotFoundError(f"no run {run_id!r} in {self.path}; see `geotrain status`")
         return RunRow(*row)
 
     def runs(self) -> list[RunRow]:
-        return [RunRow(*r) for r in self._conn.execute("SELECT * FROM runs ORDER BY created_at, run_id")]
+        return [RunRow(*r) for r in self._conn.execute(f"SELECT {_RUN_COLUMNS} FROM runs ORDER BY created_at, run_id")]
 
     def latest_run_id(self) -> str | None:
         row = self._conn.execute("SELECT run_id FROM runs ORDER BY created_at DESC, rowid DESC LIMIT 1").fetchone()
@@ -212,10 +182,10 @@ class Ledger:
             c.execute("UPDATE runs SET launcher_pid = ?, status = 'running', ended_at = NULL, reason = NULL"
                       " WHERE run_id = ?", (pid, run_id))
 
-    def finish_run(self, run_id: str, status: str, reason: str) -> None:
+    def finish_run(self, run_id: str, status: RunStatus | str, reason: str) -> None:
         with self._tx() as c:
             c.execute("UPDATE runs SET status = ?, reason = ?, ended_at = ? WHERE run_id = ?",
-                      (status, reason, now_iso(), run_id))
+                      (RunStatus(status).value, reason, now_iso(), run_id))
 
     # -- nodes ------------------------------------------------------------------------------
 
@@ -235,41 +205,42 @@ class Ledger:
                       (at if at is not None else time.time(), reason, node_id))
 
     def nodes(self, run_id: str) -> list[NodeRow]:
-        return [NodeRow(*r) for r in
-                self._conn.execute("SELECT * FROM nodes WHERE run_id = ? ORDER BY launched_at, node_id", (run_id,))]
+        return [NodeRow(*r) for r in self._conn.execute(
+            f"SELECT {_NODE_COLUMNS} FROM nodes WHERE run_id = ? ORDER BY launched_at, node_id", (run_id,))]
 
     # -- events, progress, bytes, prices -----------------------------------------------------
 
-    def event(self, run_id: str, kind: str, *, node_id: str | None = None, at: float | None = None, **detail: Any) -> None:
+    def event(self, run_id: str, kind: EventKind, *, node_id: str | None = None, at: float | None = None,
+              **detail: Any) -> None:
         with self._tx() as c:
             c.execute("INSERT INTO events (run_id, at, kind, node_id, detail_json) VALUES (?,?,?,?,?)",
-                      (run_id, at if at is not None else time.time(), kind, node_id, json.dumps(detail, sort_keys=True,
-                                                                                                  default=str)))
+                      (run_id, at if at is not None else time.time(), EventKind(kind).value, node_id,
+                       json.dumps(detail, sort_keys=True, default=str)))
 
-    def events(self, run_id: str, *, after_id: int = 0, kinds: tuple[str, ...] = ()) -> list[Event]:
+    def events(self, run_id: str, *, after_id: int = 0, kinds: tuple[EventKind, ...] = ()) -> list[Event]:
         query = "SELECT id, run_id, at, kind, node_id, detail_json FROM events WHERE run_id = ? AND id > ?"
         args: list[Any] = [run_id, after_id]
         if kinds:
             query += f" AND kind IN ({','.join('?' * len(kinds))})"
-            args += list(kinds)
+            args += [EventKind(k).value for k in kinds]
         rows = self._conn.execute(query + " ORDER BY id", args).fetchall()
         return [Event(r[0], r[1], r[2], r[3], r[4], json.loads(r[5])) for r in rows]
 
     def progress(self, run_id: str, *, generation: int, step: int, samples: int, loss: float | None,
                  samples_per_s: float | None, world_size: int) -> None:
         with self._tx() as c:
-            c.execute("INSERT INTO progress VALUES (?,?,?,?,?,?,?,?)",
+            c.execute("INSERT INTO progress (run_id, at, generation, step, samples, loss, samples_per_s, world_size)"
+                      " VALUES (?,?,?,?,?,?,?,?)",
                       (run_id, time.time(), generation, step, samples, loss, samples_per_s, world_size))
 
-    def progress_rows(self, run_id: str) -> list[tuple]:
-        return self._conn.execute(
-            "SELECT at, generation, step, samples, loss, samples_per_s, world_size FROM progress WHERE run_id = ?"
-            " ORDER BY at", (run_id,)).fetchall()
+    def progress_rows(self, run_id: str) -> list[ProgressRow]:
+        return [ProgressRow(*r) for r in self._conn.execute(
+            f"SELECT {_PROGRESS_COLUMNS} FROM progress WHERE run_id = ? ORDER BY at", (run_id,))]
 
-    def last_progress(self, run_id: str) -> tuple | None:
-        return self._conn.execute(
-            "SELECT at, generation, step, samples, loss, samples_per_s, world_size FROM progress WHERE run_id = ?"
-            " ORDER BY at DESC LIMIT 1", (run_id,)).fetchone()
+    def last_progress(self, run_id: str) -> ProgressRow | None:
+        row = self._conn.execute(
+            f"SELECT {_PROGRESS_COLUMNS} FROM progress WHERE run_id = ? ORDER BY at DESC LIMIT 1", (run_id,)).fetchone()
+        return ProgressRow(*row) if row else None
 
     def add_link_bytes(self, run_id: str, generation: int, rows: list[tuple[str, str, str, int]]) -> None:
         if not rows:
@@ -279,16 +250,23 @@ class Ledger:
             c.executemany("INSERT INTO link_bytes VALUES (?,?,?,?,?,?,?)",
                           [(run_id, generation, src, dst, cls, int(n), at) for src, dst, cls, n in rows])
 
-    def link_bytes(self, run_id: str) -> list[tuple[str, str, str, int]]:
-        return self._conn.execute(
+    def link_bytes(self, run_id: str) -> list[LinkBytes]:
+        return [LinkBytes(*r) for r in self._conn.execute(
             "SELECT src_node, dst_node, link_class, SUM(bytes) FROM link_bytes WHERE run_id = ?"
-            " GROUP BY src_node, dst_node, link_class ORDER BY src_node, dst_node", (run_id,)).fetchall()
+            " GROUP BY src_node, dst_node, link_class ORDER BY src_node, dst_node", (run_id,))]
 
     def add_price(self, offer_id: str, price_usd_per_hour: float, source: str, at: float | None = None) -> None:
         with self._tx() as c:
             c.execute("INSERT INTO prices VALUES (?,?,?,?)",
                       (offer_id, at if at is not None else time.time(), price_usd_per_hour, source))
 
-    def prices(self, offer_id: str) -> list[tuple[float, float, str]]:
-        return self._conn.execute("SELECT at, price_usd_per_hour, source FROM prices WHERE offer_id = ? ORDER BY at",
-                                  (offer_id,)).fetchall()
+    def prices(self, offer_id: str) -> list[PricePoint]:
+        return [PricePoint(*r) for r in self._conn.execute(
+            "SELECT at, price_usd_per_hour, source FROM prices WHERE offer_id = ? ORDER BY at", (offer_id,))]
+
+
+_RUN_COLUMNS = ("run_id, plan_id, plan_json, created_at, status, ended_at, reason, workload, provider, checkpoint_url,"
+                " launcher_pid, target_steps, options_json, substitutions_json")
+_NODE_COLUMNS = ("node_id, run_id, request_id, offer_id, offer_json, cloud, region, zone, market, price_usd_per_hour,"
+                 " launched_at, ended_at, end_reason")
+_PROGRESS_COLUMNS = "at, generation, step, samples, loss, samples_per_s, world_size"

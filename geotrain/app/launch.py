@@ -1,0 +1,85 @@
+"""``geotrain launch`` and ``geotrain launch --resume``: run a plan on a provider."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+from geotrain.errors import InputError
+from geotrain.launcher.loop import Launcher
+from geotrain.launcher.options import LaunchOptions, RunOutcome, Status
+from geotrain.launcher.preemptions import PreemptionSchedule, load_trace, parse_times
+from geotrain.launcher.training import Training, resolve_training
+from geotrain.ledger import Ledger, RunStatus
+from geotrain.planning.planfile import load_plan, plan_from_dict
+from geotrain.procs import pid_alive
+from geotrain.providers.base import Provider
+
+PROVIDERS = ("local",)
+
+
+def launch_options(*, preempt_rate: float | None = None, preempt_trace: Path | None = None,
+                   preempt_at: str | None = None, notice_s: float = 0.0, checkpoint_region: str | None = None,
+                   block_min: float = 10.0, seed: int = 0, **given: object) -> LaunchOptions:
+    """LaunchOptions from ``launch``'s flags: one way to inject preemptions, a trace's provider faults."""
+    if checkpoint_region is not None and checkpoint_region.count("/") != 1:
+        raise InputError(f"--checkpoint-region: {checkpoint_region!r} is not cloud/region, e.g. aws/us-east-1")
+    if sum(x is not None for x in (preempt_rate, preempt_trace, preempt_at)) > 1:
+        raise InputError("give one of --preempt-rate, --preempt-trace, --preempt-at")
+    events, faults = (), ()
+    if preempt_trace is not None:
+        events, faults = load_trace(preempt_trace)
+    elif preempt_at is not None:
+        events = parse_times(preempt_at)
+    schedule = PreemptionSchedule(events, preempt_rate, notice_s, seed, faults)
+    return LaunchOptions(checkpoint_location=checkpoint_region, block_s=block_min * 60, seed=seed,
+                         preemptions=schedule, **given)  # type: ignore[arg-type]
+
+
+def get_provider(name: str, options: LaunchOptions | None = None) -> Provider:
+    """A provider by name (imported on demand: cloud SDKs load only when asked for), wrapped in the
+    fault injector when the launch's trace holds provider faults."""
+    if name != "local":
+        raise InputError(f"--provider: {name!r} is not available; providers: {', '.join(PROVIDERS)}")
+    from geotrain.providers.local import LocalProvider
+
+    provider: Provider = LocalProvider()
+    faults = options.preemptions.faults if options is not None else ()
+    if faults:
+        from geotrain.providers.faults import FaultInjector
+
+        provider = FaultInjector(provider, faults)
+    return provider
+
+
+def launch(plan_path: Path, options: LaunchOptions, *, provider_name: str | None = None,
+           on_status: Callable[[Status], None] | None = None,
+           on_start: Callable[[str, Training], None] | None = None) -> RunOutcome:
+    """Train the plan on the provider (default: the one the plan was made for, else the local one)."""
+    plan = load_plan(plan_path)
+    resolve_training(plan, options)  # refuse what cannot be trained before any provider is touched
+    provider = get_provider(provider_name or plan.provider or "local", options)
+    provider.check_credentials()
+    launcher = Launcher(plan, provider, options=options, on_status=on_status)
+    run_id = launcher.start()
+    if on_start:
+        on_start(run_id, launcher.training)
+    return launcher.run()
+
+
+def resume(run_id: str, *, on_status: Callable[[Status], None] | None = None) -> RunOutcome:
+    ledger = Ledger()
+    row = ledger.run(run_id)
+    if row.status in (RunStatus.COMPLETED, RunStatus.STOPPED):
+        raise InputError(f"run {run_id} is {row.status}; nothing to resume")
+    if row.launcher_pid and pid_alive(row.launcher_pid) and row.status == RunStatus.RUNNING \
+            and row.launcher_pid != os.getpid():
+        raise InputError(f"run {run_id} still has a launcher (pid {row.launcher_pid}); stop it first or wait")
+    plan = plan_from_dict(json.loads(row.plan_json), f"ledger run {run_id}")
+    options = LaunchOptions.from_dict(json.loads(row.options_json))
+    provider = get_provider(row.provider, options)
+    launcher = Launcher(plan, provider, options=options, ledger=ledger, on_status=on_status)
+    launcher.adopt(run_id)
+    return launcher.run()

@@ -1,0 +1,214 @@
+"""Getting the wanted nodes: launch what is missing, meet the provider's failures, re-plan around them.
+
+Every node is launched with a request id derived from the run, the offer and a counter of that
+offer's nodes already in the ledger, so a repeated request (a retry, a restarted launcher) names the
+same node and a provider never makes it twice. What a launch can meet, and what happens then:
+
+=========================  =====================================================================
+CapacityError              the scope (the offer's zone) is blocked for ``block_s``; re-plan
+QuotaError                 the scope (the cloud, or ``cloud/region``) is blocked; re-plan
+ThrottledError             wait (``backoff_s``, doubling) and send the same request again, at most
+                           ``launch_attempts`` times; then the launch fails
+ProviderTimeoutError       outcome unknown: list the run's nodes; a node with this request id is
+                           the launched one (recorded, not launched again); else send it again
+other ProviderError        the node did not boot: its scope is blocked; re-plan
+a node gone after launch   (it died booting) ended in the ledger as ``boot_failed``, its zone
+                           blocked; re-plan
+=========================  =====================================================================
+
+Re-planning solves the plan's job again with the surviving nodes kept and the blocked scopes left out
+(``replan``): the cheapest mix that reaches the plan's throughput within its node count, else the most
+throughput for the plan's $/h + 25 %, else the survivors alone. When nothing can be launched and no
+node is left, the run fails with the reasons.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import Counter
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+from geotrain.domain import Objective, Offer
+from geotrain.errors import (
+    CapacityError, CredentialsError, GeotrainError, ProviderError, ProviderTimeoutError, QuotaError, ThrottledError,
+)
+from geotrain.ledger import EventKind
+from geotrain.providers.base import LaunchRequest, NodeInfo, NodeState
+
+if TYPE_CHECKING:
+    from geotrain.launcher.loop import Launcher
+
+
+@dataclass(frozen=True, slots=True)
+class LaunchFailure:
+    kind: str  # capacity | quota | boot
+    scope: str
+    offer_id: str
+    message: str
+
+
+def launch_missing(la: Launcher) -> list[LaunchFailure]:
+    """Launch every wanted node that is not up; the failures met (their scopes are blocked)."""
+    alive = la.alive_nodes()
+    have = Counter(n.offer_id for n in alive)
+    launched_before = Counter(row.offer_id for row in la.ledger.nodes(la.run_id))
+    failures: list[LaunchFailure] = []
+    new: list[NodeInfo] = []
+    for offer_id, count in sorted(la.wanted.items()):
+        offer = la.offers[offer_id]
+        for k in range(max(0, count - have[offer_id])):
+            if _is_blocked(la, offer):
+                break
+            request = LaunchRequest(f"{la.run_id}/{offer_id}/{launched_before[offer_id] + k}", la.run_id, offer)
+            try:
+                node = _launch_one(la, request)
+            except (CapacityError, QuotaError) as exc:
+                kind = "capacity" if isinstance(exc, CapacityError) else "quota"
+                scope = exc.scope or (offer.location.zone_scope if kind == "capacity" else offer.location.cloud)
+                failures.append(_fail(la, kind, scope, offer_id, exc))
+                break
+            except CredentialsError:
+                raise
+            except ProviderError as exc:
+                if isinstance(exc, ThrottledError):
+                    raise
+                failures.append(_fail(la, "boot", exc.scope or offer.location.zone_scope, offer_id, exc))
+                break
+            record_node(la, node, offer)
+            new.append(node)
+    if new:
+        up = {n.node_id for n in la.alive_nodes()}
+        for node in new:
+            if node.node_id not in up:  # it died while booting, before any worker ran on it
+                failures.append(boot_failed(la, node.node_id, node.location.zone_scope, node.offer_id,
+                                            "the node was gone right after its launch"))
+    return failures
+
+
+def boot_failed(la: Launcher, node_id: str, scope: str, offer_id: str, why: str) -> LaunchFailure:
+    """A launched node died before its worker ran: end it in the ledger, block its zone."""
+    la.ledger.end_node(node_id, "boot_failed")
+    la.ledger.event(la.run_id, EventKind.BOOT_FAILED, node_id=node_id, scope=scope, offer_id=offer_id, reason=why)
+    block(la, scope, f"node {node_id} failed to boot")
+    return LaunchFailure("boot", scope, offer_id, why)
+
+
+def record_node(la: Launcher, node: NodeInfo, offer: Offer) -> None:
+    """Put a launched node in the ledger (once; a node reconciled after a timeout is recorded here too)."""
+    from geotrain.pricing.records import offer_record
+
+    la.ledger.add_node(
+        run_id=la.run_id, node_id=node.node_id, request_id=node.request_id, offer_id=offer.offer_id,
+        offer_json=json.dumps(offer_record(offer)), cloud=offer.location.cloud,
+        region=offer.location.region, zone=offer.location.zone, market=offer.market.value,
+        price_usd_per_hour=offer.price_usd_per_hour, launched_at=node.launched_at.timestamp(),
+    )
+    la.ledger.add_price(offer.offer_id, offer.price_usd_per_hour, f"launch {la.run_id}")
+    la.ledger.event(la.run_id, EventKind.LAUNCHED, node_id=node.node_id, offer_id=offer.offer_id,
+                    request_id=node.request_id)
+
+
+def block(la: Launcher, scope: str, why: str) -> None:
+    until = time.time() + la.options.block_s
+    la.blocked[scope] = until
+    la.ledger.event(la.run_id, EventKind.BLOCKED, scope=scope, until=until, reason=why)
+
+
+def _launch_one(la: Launcher, request: LaunchRequest) -> NodeInfo:
+    """One node, retried through throttling and settled after a timeout (never launched twice)."""
+    pause = la.options.backoff_s
+    for attempt in range(1, la.options.launch_attempts + 1):
+        try:
+            return la.provider.launch(request)
+        except ThrottledError as exc:
+            la.ledger.event(la.run_id, EventKind.THROTTLED, request_id=request.request_id, attempt=attempt,
+                            pause_s=pause, reason=str(exc))
+            if attempt == la.options.launch_attempts:
+                raise ThrottledError(
+                    f"{la.provider.name} kept throttling the launch of {request.offer.offer_id} "
+                    f"({attempt} attempts over {la.options.backoff_s * (2 ** attempt - 1):.1f} s); try again later "
+                    "or raise its API rate limit", scope=exc.scope) from exc
+            _sleep(la, pause)
+            pause *= 2
+        except ProviderTimeoutError as exc:
+            found = [n for n in la.provider.list(la.run_id) if n.request_id == request.request_id]
+            la.ledger.event(la.run_id, EventKind.RECONCILED, request_id=request.request_id, attempt=attempt,
+                            found=[n.node_id for n in found], reason=str(exc))
+            if found:
+                return found[0]
+            _sleep(la, pause)
+    raise ProviderTimeoutError(f"launching {request.offer.offer_id} timed out {la.options.launch_attempts} times",
+                               scope=request.offer.location.zone_scope)
+
+
+def _sleep(la: Launcher, seconds: float) -> None:
+    deadline = time.time() + seconds
+    while time.time() < deadline and not la.stop_requested:
+        time.sleep(min(0.05, seconds))
+
+
+def _fail(la: Launcher, kind: str, scope: str, offer_id: str, exc: GeotrainError) -> LaunchFailure:
+    la.ledger.event(la.run_id, EventKind.LAUNCH_FAILED, failure=kind, scope=scope, offer_id=offer_id, reason=str(exc))
+    block(la, scope, f"{kind}: {exc}")
+    return LaunchFailure(kind, scope, offer_id, str(exc))
+
+
+def _is_blocked(la: Launcher, offer: Offer) -> bool:
+    loc = offer.location
+    now = time.time()
+    return any(la.blocked.get(scope, 0) > now
+               for scope in (loc.cloud, loc.region_scope, loc.zone_scope, offer.offer_id))
+
+
+def replan(la: Launcher, survivors: Counter, *, cause: str) -> bool:
+    """Buy back what the plan promised around the blocked scopes, the survivors kept. False: no new
+    mix was found (the wanted mix is the survivors alone)."""
+    from geotrain.planning.planner import PlanOptions, make_plan
+    from geotrain.pricing.inventory import load_inventory
+    from geotrain.pricing.snapshot import SnapshotStore
+
+    started = time.time()
+    blocked = frozenset(scope for scope, until in la.blocked.items() if until > started)
+    plan, job = la.plan, la.plan.job
+    nodes = max(plan.nodes, sum(survivors.values()))
+    constraints = replace(job.constraints, max_nodes=min(job.constraints.max_nodes or nodes, nodes))
+    attempts = [
+        replace(job, objective=Objective.MIN_COST, constraints=constraints,
+                target_samples_per_s=plan.totals.samples_per_s * 0.999),
+        replace(job, objective=Objective.MAX_THROUGHPUT, constraints=constraints,
+                budget_usd_per_hour=plan.totals.usd_per_hour * 1.25),
+    ]
+    options = PlanOptions(keep=dict(survivors), blocked=blocked, frontier_points=0, time_limit_s=10,
+                          recovery_h=plan.recovery_h, provider=plan.provider)
+    reasons = []
+    try:
+        snapshot = SnapshotStore().load(plan.snapshot_id)
+        inventory = load_inventory(job.onprem_inventory) if job.onprem_inventory else None
+    except GeotrainError as exc:
+        reasons.append(str(exc))
+        attempts = []
+    for attempt in attempts:
+        try:
+            new = make_plan(attempt, snapshot, inventory=inventory, options=options)
+        except GeotrainError as exc:
+            reasons.append(str(exc))
+            continue
+        from geotrain.pricing.records import offer_record
+
+        for item in new.items:
+            la.offers[item.offer.offer_id] = item.offer
+        la.wanted = Counter({item.offer.offer_id: item.count for item in new.items})
+        la.ledger.event(la.run_id, EventKind.REPLANNED, wanted=dict(la.wanted), kept=dict(survivors), cause=cause,
+                        objective=attempt.objective.value, blocked=sorted(blocked),
+                        usd_per_hour=new.totals.usd_per_hour, samples_per_s=new.totals.samples_per_s,
+                        seconds=round(time.time() - started, 3), offers=[offer_record(i.offer) for i in new.items])
+        return True
+    la.wanted = Counter(dict(survivors))
+    la.ledger.event(la.run_id, EventKind.REPLAN_FAILED, reasons=reasons, kept=dict(survivors), cause=cause)
+    return False
+
+
+def survivors_of(nodes: list[NodeInfo]) -> Counter:
+    return Counter(n.offer_id for n in nodes if n.state == NodeState.RUNNING)

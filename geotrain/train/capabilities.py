@@ -1,0 +1,8 @@
+"""What the built-in training runtime can train here, without importing torch (the launcher asks
+before anything starts). ``geotrain.train.workloads`` and ``geotrain.train.sync`` implement these."""
+
+from __future__ import annotations
+
+WORKLOADS = ("tiny-cnn", "tiny-lm")  # built-in workloads (synthetic data, small models, CPU in seconds)
+STRATEGIES = ("allreduce", "local-sgd")  # sync strategies in the runtime (hivemind, asgd-ga: not yet)
+PRECISIONS = ("fp32", "fp16", "bf16")  # gradients and parameters on the wire (int8: not yet)
