@@ -1,6 +1,7 @@
 # Two commands do all setup: `make demo` runs geotrain on the embedded default (bundled prices,
-# local provider, SQLite ledger): catalog, estimate, plan, a launch with injected preemptions and
-# its cost report (files in .demo/). `make test` runs the whole test suite. Both create or reuse .venv and install what they need;
+# local provider, SQLite ledger): catalog, estimate, plan, a plan for the local provider launched
+# with injected preemptions and a capacity failure, and its cost report (files in .demo/).
+# `make test` runs the whole test suite. Both create or reuse .venv and install what they need;
 # a second run skips the install unless pyproject.toml changed.
 
 PYTHON ?= python3
@@ -20,7 +21,7 @@ demo: $(VENV)/.demo-installed
 	    --nodes gcp/us-central1-a/n1-standard-8+T4=4,aws/us-west-2/g4dn.2xlarge=4,gcp/europe-west3/n1-standard-8+T4=2
 	@mkdir -p .demo
 	$(BIN)/geotrain plan examples/job.yaml -o .demo/plan.json --plot .demo/frontier.png
-	$(BIN)/geotrain plan --workload convnext-large --strategy allreduce --target-sps 100 -o .demo/mix.json \
+	$(BIN)/geotrain plan --workload tiny-cnn --strategy allreduce --provider local --target-sps 100 -o .demo/mix.json \
 	    --nodes aws/usw2-az1/g4dn.xlarge,aws/usw2-az2/g4dn.xlarge,aws/use1-az1/g4dn.xlarge,aws/use1-az2/g4dn.xlarge
 	$(BIN)/geotrain launch .demo/mix.json --steps 300 --preempt-trace examples/preemptions.yaml --block-min 5
 	$(BIN)/geotrain cost-report --plot .demo/costs.png
@@ -33,6 +34,7 @@ bench: $(VENV)/.test-installed
 	$(BIN)/python bench/perf_model.py
 	$(BIN)/python bench/plan.py
 	$(BIN)/python bench/launch.py
+	$(BIN)/python bench/plan_vs_actual.py
 
 # Rebuild the bundled data from ../shared/data (see the PROVENANCE.md files) and refit the model.
 data: $(VENV)/.demo-installed

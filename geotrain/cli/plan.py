@@ -92,6 +92,10 @@ def plan(
     render(outcome, output=output, plot=plot)
 
 
+def _seconds(value: float) -> str:
+    return f"{value:,.1f} s" if value >= 1 else f"{value * 1000:,.1f} ms"
+
+
 def _quotas(items: list[str] | None) -> dict[str, int] | None:
     from geotrain.errors import InputError
 
@@ -126,7 +130,7 @@ def render(plan, *, output: Path | None, plot: Path | None) -> None:  # noqa: AN
     t = plan.totals
     gran = "-" if t.granularity is None else f"{t.granularity:.2f}"
     out.print(f"throughput     {t.samples_per_s:,.1f} samples/s ({t.goodput_samples_per_s:,.1f} after expected "
-              f"interruptions); round {t.time_per_round_s:,.1f} s, granularity {gran}")
+              f"interruptions); round {_seconds(t.time_per_round_s)}, granularity {gran}")
     out.print(f"cost           {usd(t.usd_per_hour, 3)}/h = compute {usd(t.compute_usd_per_hour, 3)}/h + egress "
               f"{usd(t.egress_usd_per_hour, 3)}/h + data {usd(t.data_egress_usd_per_hour, 3)}/h; "
               f"{usd(t.usd_per_million_samples, 3)} per 1M samples")

@@ -31,7 +31,7 @@ import signal
 import sys
 import threading
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -51,8 +51,9 @@ from geotrain.providers.base import NodeInfo, NodeProcess, NodeState, Provider
 
 PEER_LOST = 75
 COST_REFRESH_S = 0.5  # how often the run's cost is taken while it trains
+SPEND_WINDOW_S = 5.0  # the spend rate is the cost's rise over this window (bytes reach the ledger in bursts)
 MAX_PROVISION_ROUNDS = 8  # launch, fail, re-plan: rounds before a generation starts with what is up
-TERMINATE_MARGIN_S = 1.0  # time the spend limit allows for terminating every node
+TERMINATE_MARGIN_S = 0.5  # time the spend limit allows for terminating every node
 
 
 class Launcher:
@@ -80,7 +81,7 @@ class Launcher:
         self.members: list[NodeInfo] = []
         self._store = None
         self._cost_at = 0.0
-        self._spend_rate = 0.0  # $/s over the last refresh
+        self._costs: deque[tuple[float, float]] = deque()  # (time, cost) over the last SPEND_WINDOW_S
         self.workdir = Path.cwd()  # a user's command runs where the launcher was started
         self.status = Status("")
 
@@ -155,9 +156,10 @@ class Launcher:
             return self._loop()
         except BaseException as exc:
             self._terminate_all("failed")
-            reason = str(exc) if isinstance(exc, GeotrainError) else f"{type(exc).__name__}: {exc}"
-            self.ledger.finish_run(self.run_id, RunStatus.FAILED, reason)
-            self.ledger.event(self.run_id, EventKind.FAILED, reason=reason)
+            if self.ledger.run(self.run_id).status == RunStatus.RUNNING:  # not already ended (spend limit)
+                reason = str(exc) if isinstance(exc, GeotrainError) else f"{type(exc).__name__}: {exc}"
+                self.ledger.finish_run(self.run_id, RunStatus.FAILED, reason)
+                self.ledger.event(self.run_id, EventKind.FAILED, reason=reason)
             raise
         finally:
             injector.stop()
@@ -206,6 +208,7 @@ class Launcher:
 
     def _provision(self) -> list[NodeInfo]:
         """The nodes of the next generation: launch what is missing, re-plan around what fails."""
+        self._record_ended()
         for _ in range(MAX_PROVISION_ROUNDS):
             failures = launch_missing(self)
             if not failures or self._stop_reason:
@@ -232,13 +235,15 @@ class Launcher:
         return self._finish(RunStatus.STOPPED, self._stop_reason or "stopped")
 
     def _spend_limit_reached(self) -> RunOutcome:
+        decided = time.time()
         self._kill_workers()
         self._terminate_all("stopped")
         limit = self.options.max_spend_usd or 0.0
         cost = run_cost(self.ledger, self.run_id).total_usd
         reason = (f"the spend limit of ${limit:,.4f} is reached (the run cost ${cost:,.4f}); its checkpoints stay "
                   f"in {self.options.checkpoint_url}: raise --max-spend-usd and launch again to go on")
-        self.ledger.event(self.run_id, EventKind.SPEND_LIMIT, limit_usd=limit, usd=cost)
+        self.ledger.event(self.run_id, EventKind.SPEND_LIMIT, limit_usd=limit, usd=cost,
+                          terminate_s=round(time.time() - decided, 3))
         self.ledger.finish_run(self.run_id, RunStatus.STOPPED, reason)
         self.ledger.event(self.run_id, EventKind.STOPPED, reason=reason)
         self._refresh_status(force=True)
@@ -368,8 +373,14 @@ class Launcher:
         limit = self.options.max_spend_usd
         if limit is None:
             return False
-        ahead = self._spend_rate * (COST_REFRESH_S + TERMINATE_MARGIN_S)
-        return self.status.usd_so_far + ahead >= limit
+        return self.status.usd_so_far + self._spend_rate() * (COST_REFRESH_S + TERMINATE_MARGIN_S) >= limit
+
+    def _spend_rate(self) -> float:
+        """$/s: the cost's rise over the last few seconds."""
+        if len(self._costs) < 2:
+            return 0.0
+        (t0, c0), (t1, c1) = self._costs[0], self._costs[-1]
+        return max(0.0, (c1 - c0) / (t1 - t0)) if t1 > t0 else 0.0
 
     def _lost(self, members: set[str]) -> list[NodeInfo]:
         return [n for n in self.provider.list(self.run_id) if n.node_id in members and n.state != NodeState.RUNNING]
@@ -391,6 +402,14 @@ class Launcher:
         self._procs = {}
 
     # -- recovery -------------------------------------------------------------------------------
+
+    def _record_ended(self) -> None:
+        """Nodes that ended while no generation watched them (preempted during recovery, or at the end of
+        a notice that began in the last generation): recorded once, their zones blocked, re-planned."""
+        still_open = {row.node_id for row in self.ledger.nodes(self.run_id) if row.ended_at is None}
+        lost = [n for n in self.provider.list(self.run_id) if n.ended and n.node_id in still_open]
+        if lost:
+            self._recover(lost)
 
     def _recover(self, lost: list[NodeInfo]) -> None:
         from geotrain.launcher.provisioning import block
@@ -416,10 +435,10 @@ class Launcher:
         s.nodes_by_region = dict(Counter(n.location.region_scope for n in self.members))
         now = time.time()
         if force or now - self._cost_at >= COST_REFRESH_S:
-            usd = run_cost(self.ledger, self.run_id, at=now).total_usd
-            if self._cost_at:
-                self._spend_rate = max(0.0, (usd - s.usd_so_far) / max(now - self._cost_at, 1e-6))
-            s.usd_so_far, self._cost_at = usd, now
+            s.usd_so_far, self._cost_at = run_cost(self.ledger, self.run_id, at=now).total_usd, now
+            self._costs.append((now, s.usd_so_far))
+            while len(self._costs) > 2 and now - self._costs[1][0] >= SPEND_WINDOW_S:
+                self._costs.popleft()
         s.preemptions, s.restarts = self.preemptions, self.restarts
         s.events = [f"{time.strftime('%H:%M:%S', time.localtime(e.at))} {e.kind}"
                     + (f" {e.node_id}" if e.node_id else "") for e in self.ledger.events(self.run_id)[-6:]]

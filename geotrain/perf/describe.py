@@ -11,15 +11,19 @@ def _where(offer: Offer) -> str:
     return f"{loc.cloud}/{loc.region}" + (f"/{loc.zone}" if loc.zone else "")
 
 
+def _s(seconds: float) -> str:
+    return f"{seconds:.1f} s" if seconds >= 1 else f"{seconds * 1000:.1f} ms"
+
+
 def bottleneck_words(result: Estimate) -> str:
     """The bottleneck in one sentence."""
     b = result.bottleneck
     round_s = result.time_per_round_s
     if b is None or b.what == "compute":
         return "compute: communication does not limit this mix"
-    share = f"{b.seconds:.1f} s of each {round_s:.1f} s round"
+    share = f"{_s(b.seconds)} of each {_s(round_s)} round"
     if b.what == "overhead":
-        return (f"the averaging protocol's own overhead ({b.seconds:.1f} s per round, fitted on one-zone runs) "
+        return (f"the averaging protocol's own overhead ({_s(b.seconds)} per round, fitted on one-zone runs) "
                 f"outweighs moving the data; no link is the limit")
     a, c = (result.groups[i].offer for i in b.groups)
     if b.what == "site uplink":

@@ -84,7 +84,8 @@ def build_candidates(offers: Sequence[Offer], *, job: JobSpec, workload: Workloa
     skipped: dict[str, int] = defaultdict(int)
     considered = 0
     for offer in offers:
-        if not passes_filters(offer, job, blocked) and offer.offer_id not in keep:
+        allowed = passes_filters(offer, job, blocked)
+        if not allowed and offer.offer_id not in keep:
             continue
         considered += 1
         shape = offer.shape
@@ -105,6 +106,8 @@ def build_candidates(offers: Sequence[Offer], *, job: JobSpec, workload: Workloa
         if job.constraints.onprem_required and offer.market == Market.OWNED:
             minimum = max(minimum, capacity)
         capacity = max(capacity, minimum)
+        if not allowed:  # kept, but filtered out or in a blocked scope: keep the survivors, add none
+            capacity = minimum
         if capacity == 0:
             skipped["capacity 0"] += 1
             continue

@@ -88,10 +88,7 @@ def make_plan(job: JobSpec, snapshot: PriceSnapshot, *, inventory: Inventory | N
     if options.frontier_points:
         searcher.restart_clock(options.frontier_time_limit_s)
         frontier = searcher.frontier(options.frontier_points)
-    from geotrain.planning.baseline import best_homogeneous
-
-    baseline = best_homogeneous(ctx)
-    return assemble(ctx, snapshot, result, groups, estimate, frontier, baseline)
+    return assemble(ctx, snapshot, result, groups, estimate, frontier, baseline_of(ctx))
 
 
 def plan_for_nodes(job: JobSpec, snapshot: PriceSnapshot, nodes: str, *, inventory: Inventory | None = None,
@@ -109,10 +106,18 @@ def plan_for_nodes(job: JobSpec, snapshot: PriceSnapshot, nodes: str, *, invento
     groups = resolve_nodes(requests, offers)
     estimate = ctx.perf.predict(ctx.workload, groups, job.sync, ctx.data)
     given = SearchResult("given", None, estimate.samples_per_s, estimate.usd_per_hour, SolveStatus.OPTIMAL, 0.0, 0.0, 0)
+    plan = assemble(ctx, snapshot, given, groups, estimate, (), baseline_of(ctx) if ctx.problem.candidates else None)
+    return replace(plan, solver=replace(plan.solver, status="given", candidates=0, dominated=0))
+
+
+def baseline_of(ctx: PlanningContext) -> Baseline | None:
+    """The best single-region homogeneous choice; none for a local-provider plan, where every offer
+    trains at this machine's CPU rate and the comparison would say nothing about the clouds."""
+    if ctx.options.provider == LOCAL_PROVIDER:
+        return None
     from geotrain.planning.baseline import best_homogeneous
 
-    plan = assemble(ctx, snapshot, given, groups, estimate, (), best_homogeneous(ctx) if ctx.problem.candidates else None)
-    return replace(plan, solver=replace(plan.solver, status="given", candidates=0, dominated=0))
+    return best_homogeneous(ctx)
 
 
 def build_context(job: JobSpec, snapshot: PriceSnapshot, *, inventory: Inventory | None = None,
@@ -268,6 +273,12 @@ def assemble(ctx: PlanningContext, snapshot: PriceSnapshot, result: SearchResult
 
 def assumptions_of(ctx: PlanningContext, estimate: Estimate) -> tuple[str, ...]:
     out = [f"an interruption costs {ctx.options.recovery_h * 60:.0f} min of a node's work (checkpoint + restart)"]
+    host = ctx.perf.host
+    if host is not None:
+        out.append(f"predicted for the local provider: every node is a process on this machine ({host.cores} cores"
+                   + (f", shared by {estimate.nodes} nodes" if estimate.nodes > host.cores else "")
+                   + f"), at its measured CPU rate, over loopback ({host.source}); prices and egress are the "
+                   "offers' own; no single-region baseline")
     unknown = [g for g in estimate.groups if g.offer.market.value == "spot"
                and g.offer.interruption.interruptions_per_hour is None]
     if unknown:

@@ -132,9 +132,11 @@ def compare_with_plan(report: CostReport, run: RunRow, ledger: Ledger) -> PlanCo
     short = _short_generations(ledger, run.run_id, planned_nodes)
     if short:
         reasons.append(short)
-    if report.egress_usd or totals.egress_usd_per_hour:
-        reasons.append(f"egress ${report.egress_usd / report.wall_h:,.4f}/h actual vs "
-                       f"${totals.egress_usd_per_hour:,.4f}/h predicted")
+    if (report.egress_usd or totals.egress_usd_per_hour) and report.samples and totals.samples_per_s:
+        actual = report.egress_usd / report.samples * 1e6
+        predicted = totals.egress_usd_per_hour / (totals.samples_per_s * 3600) * 1e6
+        reasons.append(f"egress ${actual:,.4f} per 1M samples actual vs ${predicted:,.4f} predicted"
+                       + (f" ({actual / predicted:.0%})" if predicted else ""))
     if not comparable:
         reasons.append("not comparable with the plan's throughput and $/1M samples: " + "; ".join(mismatch))
     elif report.training_samples_per_s:

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from geotrain.domain import JobSpec, Objective, SyncStrategyName
+from geotrain.domain import JobSpec, Objective, SyncSettings, SyncStrategyName
 from geotrain.errors import RunError
 from geotrain.ledger import Ledger
 from geotrain.launcher.loop import LaunchOptions, Launcher
@@ -34,13 +34,14 @@ STEPS = 60
 
 @pytest.fixture(scope="module")
 def plan():
-    job = JobSpec("launch-test", "convnext-large", Objective.MIN_COST, strategy=SyncStrategyName.ALLREDUCE,
-                  target_samples_per_s=100)
-    return plan_for_nodes(job, bundled_snapshot(), NODES, options=PlanOptions(frontier_points=0))
+    # two micro-batches per node and step (global batch 8 × 32), fp32 on the wire as --deterministic sends
+    job = JobSpec("launch-test", "tiny-cnn", Objective.MIN_COST, target_samples_per_s=100,
+                  sync=SyncSettings(SyncStrategyName.ALLREDUCE, precision="fp32", micro_batches=2))
+    return plan_for_nodes(job, bundled_snapshot(), NODES, options=PlanOptions(frontier_points=0, provider="local"))
 
 
 def options(tmp_path: Path, **kw) -> LaunchOptions:
-    base = dict(workload="tiny-cnn", steps=STEPS, checkpoint_every=10, deterministic=True, micro_batches=8,
+    base = dict(steps=STEPS, checkpoint_every=10, deterministic=True,
                 checkpoint_url=str(tmp_path / "ckpt"), block_s=300, progress_every=2)
     base.update(kw)
     return LaunchOptions(**base)
@@ -153,7 +154,7 @@ def _wait_step(run_id_holder: Ledger, at_least: int, timeout: float = 60) -> str
         run_id = run_id_holder.latest_run_id()
         if run_id:
             last = run_id_holder.last_progress(run_id)
-            if last and last[2] >= at_least:
+            if last and last.step >= at_least:
                 return run_id
         time.sleep(0.2)
     raise AssertionError("training did not progress")
@@ -168,9 +169,9 @@ def test_killed_launcher_is_resumed_without_launching_twice(plan, reference, tmp
     proc.kill()  # the launcher dies; its nodes (like VMs) do not
     proc.wait()
     assert [n.state.value for n in LocalProvider().list(run_id)].count("running") == 4
-    from geotrain.launcher import service
+    from geotrain.app.launch import resume
 
-    outcome = service.resume(run_id)
+    outcome = resume(run_id)
     assert outcome.status == "completed"
     nodes = ledger.nodes(run_id)
     assert len(nodes) == 4 and len({n.request_id for n in nodes}) == 4  # nothing launched twice
@@ -198,7 +199,7 @@ def test_stop_terminates_every_node(plan, tmp_path):
 def test_ctrl_c_stops_a_local_sgd_run_with_exit_130_and_no_node_left(plan, tmp_path):
     path = tmp_path / "plan.json"
     save_plan(plan, path)
-    proc = _launch_process(path, tmp_path / "ckpt", ["--steps", "100000", "--sync", "local-sgd", "--local-steps", "2"])
+    proc = _launch_process(path, tmp_path / "ckpt", ["--steps", "100000", "--sync", "local-sgd"])
     ledger = Ledger()
     run_id = _wait_step(ledger, 4)
     proc.send_signal(signal.SIGINT)
@@ -207,6 +208,7 @@ def test_ctrl_c_stops_a_local_sgd_run_with_exit_130_and_no_node_left(plan, tmp_p
     assert b"Traceback" not in output
     run = ledger.run(run_id)
     assert run.status == "stopped" and run.reason == "interrupted"
+    assert run.substitutions == ("syncs with local-sgd instead of the planned allreduce",)
     assert ledger.link_bytes(run_id), "local SGD recorded its traffic"
     assert_no_orphans(run_id)
 

@@ -136,7 +136,7 @@ def test_cli_plan_writes_json_and_a_plot(tmp_path):
     assert result.exit_code == 0, result.output
     assert "baseline" in result.stdout and "frontier" in result.stdout and "solver" in result.stdout
     data = json.loads(out.read_text())
-    assert data["format"] == "geotrain-plan/1" and data["items"] and data["snapshot_id"].startswith("snap-")
+    assert data["format"] == "geotrain-plan/2" and data["items"] and data["snapshot_id"].startswith("snap-")
     raw = png.read_bytes()
     width, height = png_size(raw)
     assert width >= 400 and height >= 300 and len(raw) > 10_000
