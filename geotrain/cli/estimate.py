@@ -8,9 +8,10 @@ from pathlib import Path
 import typer
 
 from geotrain.cli.render import console, print_json, sync_settings, usd
-from geotrain.domain import PRECISIONS, SyncStrategyName
+from geotrain.domain import PRECISIONS, SyncSettings, SyncStrategyName
 
 _STRATEGIES = tuple(s.value for s in SyncStrategyName)
+_SYNC = SyncSettings()  # the defaults, for the help texts
 NODES_HELP = ("Comma-separated CLOUD/ZONE-OR-REGION/INSTANCE[/MARKET]=COUNT items, e.g. "
               "'gcp/us-central1-a/n1-standard-8+T4/spot=4,aws/us-west-2/g4dn.2xlarge=4,onprem/lab/rtx8000-ws=1'. "
               "A region takes its cheapest zone; MARKET defaults to spot (owned for onprem).")
@@ -19,13 +20,13 @@ NODES_HELP = ("Comma-separated CLOUD/ZONE-OR-REGION/INSTANCE[/MARKET]=COUNT item
 def estimate(
     workload: str = typer.Option(..., "--workload", help="Workload name, e.g. convnext-large, roberta-xlm, tiny-cnn."),
     nodes: str = typer.Option(..., "--nodes", help=NODES_HELP),
-    strategy: str = typer.Option(None, "--strategy", help=f"One of {', '.join(_STRATEGIES)} (default hivemind)."),
+    strategy: str = typer.Option(None, "--strategy", help=f"One of {', '.join(_STRATEGIES)} (default {_SYNC.strategy.value})."),
     onprem: Path = typer.Option(None, "--onprem", help="On-prem inventory (YAML) for onprem/... nodes."),
-    precision: str = typer.Option(None, "--precision", help=f"On the wire: {', '.join(PRECISIONS)} (default fp16)."),
-    target_batch_size: int = typer.Option(None, "--tbs", min=1, help="hivemind: samples per averaging round."),
-    local_steps: int = typer.Option(None, "--local-steps", min=1, help="local-sgd: steps between averaging."),
-    accumulation_steps: int = typer.Option(None, "--accumulation-steps", min=1, help="asgd-ga: steps per push."),
-    micro_batches: int = typer.Option(None, "--micro-batches", min=1, help="Micro-batches per node and step."),
+    precision: str = typer.Option(None, "--precision", help=f"On the wire: {', '.join(PRECISIONS)} (default {_SYNC.precision})."),
+    target_batch_size: int = typer.Option(None, "--tbs", min=1, help=f"hivemind: samples per averaging round (default {_SYNC.target_batch_size})."),
+    local_steps: int = typer.Option(None, "--local-steps", min=1, help=f"local-sgd: steps between averaging (default {_SYNC.local_steps})."),
+    accumulation_steps: int = typer.Option(None, "--accumulation-steps", min=1, help=f"asgd-ga: steps per push (default {_SYNC.accumulation_steps})."),
+    micro_batches: int = typer.Option(None, "--micro-batches", min=1, help=f"Micro-batches per node and step (default {_SYNC.micro_batches})."),
     provider: str = typer.Option(None, "--provider", help="local: the nodes are processes on this machine."),
     rates: Path = typer.Option(None, "--rates", help="CSV of your own compute rates (workload,accelerator,samples_per_s)."),
     links: Path = typer.Option(None, "--links", help="CSV of your own link measurements (src,dst,bandwidth_gbps,rtt_ms)."),

@@ -8,10 +8,11 @@ from typing import Any
 import typer
 
 from geotrain.cli.render import console, percent, print_json, split_values, usd
-from geotrain.domain import Objective, SyncStrategyName
+from geotrain.domain import PRECISIONS, Objective, SyncSettings, SyncStrategyName
 
 _OBJECTIVES = tuple(o.value for o in Objective)
 _STRATEGIES = tuple(s.value for s in SyncStrategyName)
+_SYNC = SyncSettings()  # the defaults, for the help texts
 
 
 def plan(
@@ -23,7 +24,7 @@ def plan(
     budget: float = typer.Option(None, "--budget", help="Budget in $/h (objective max_throughput, or a limit)."),
     samples: int = typer.Option(None, "--samples", help="Samples to train (objective min_cost_by_deadline)."),
     deadline: float = typer.Option(None, "--deadline", help="Hours to train them in."),
-    strategy: str = typer.Option(None, "--strategy", help=f"One of {', '.join(_STRATEGIES)} (default hivemind)."),
+    strategy: str = typer.Option(None, "--strategy", help=f"One of {', '.join(_STRATEGIES)} (default {_SYNC.strategy.value})."),
     provider: str = typer.Option(None, "--provider",
                                  help="local: plan for the local provider (nodes are processes on this machine)."),
     clouds: list[str] = typer.Option(None, "--clouds", help="Allowed clouds (comma-separated or repeated)."),
@@ -39,13 +40,13 @@ def plan(
     quota: list[str] = typer.Option(None, "--quota", help="SCOPE=N accelerators at most, e.g. aws=16, gcp/us-central1=8."),
     onprem: Path = typer.Option(None, "--onprem", help="On-prem inventory (YAML): your machines join the mix."),
     onprem_required: bool = typer.Option(None, "--onprem-required", help="Use every on-prem machine."),
-    tbs: int = typer.Option(None, "--tbs", min=1, help="hivemind: samples per averaging round (default 32768)."),
-    local_steps: int = typer.Option(None, "--local-steps", min=1, help="local-sgd: steps between averaging (default 32)."),
+    tbs: int = typer.Option(None, "--tbs", min=1, help=f"hivemind: samples per averaging round (default {_SYNC.target_batch_size})."),
+    local_steps: int = typer.Option(None, "--local-steps", min=1, help=f"local-sgd: steps between averaging (default {_SYNC.local_steps})."),
     accumulation_steps: int = typer.Option(None, "--accumulation-steps", min=1,
-                                           help="asgd-ga: steps per push (default 16)."),
-    precision: str = typer.Option(None, "--precision", help="On the wire: fp32, fp16, bf16, int8 (default fp16)."),
+                                           help=f"asgd-ga: steps per push (default {_SYNC.accumulation_steps})."),
+    precision: str = typer.Option(None, "--precision", help=f"On the wire: {', '.join(PRECISIONS)} (default {_SYNC.precision})."),
     micro_batches: int = typer.Option(None, "--micro-batches", min=1,
-                                      help="Micro-batches each node trains per step (default 1)."),
+                                      help=f"Micro-batches each node trains per step (default {_SYNC.micro_batches})."),
     recovery_min: float = typer.Option(15.0, "--recovery-min", min=0, help="Minutes of work an interruption costs."),
     backend: str = typer.Option("CBC", "--backend", help="MIP back end: CBC or SCIP."),
     time_limit: float = typer.Option(60.0, "--time-limit", min=1, help="Seconds the search may take (then: best found, with its gap)."),

@@ -101,7 +101,7 @@ def fit_hivemind(runs: Sequence[CalibrationRun], network, parameters: dict[str, 
     efficiency = {w: round(statistics.fmean(v), 4) for w, v in sorted(per_workload.items())}
     default = round(statistics.median(efficiency.values()), 4)
 
-    probe = Hivemind(HivemindFit({}, 1.0, 0.0, 0.0, 0.0))
+    probe = Hivemind(HivemindFit({}, 1.0, 0.0, 0.0, 0.0), target_batch_size=1)  # only transfer() is used
     rows, target, weight = [], [], []
     for r in multi:
         offer = run_offer(r)

@@ -179,7 +179,7 @@ def ring_pair_s(payload: float, n: int, link: LinkEstimate) -> float:
 @dataclass(frozen=True, slots=True)
 class Hivemind:
     fit: HivemindFit
-    target_batch_size: int = 32768
+    target_batch_size: int
     name: SyncStrategyName = SyncStrategyName.HIVEMIND
 
     def transfer(self, topo: Topology, payload: float) -> tuple[float, Bottleneck | None, dict]:
@@ -288,7 +288,7 @@ def _region_steps(topo: Topology, payload: float) -> dict[str, tuple[float, dict
 
 @dataclass(frozen=True, slots=True)
 class LocalSGD:
-    local_steps: int = 32
+    local_steps: int
     name: SyncStrategyName = SyncStrategyName.LOCAL_SGD
 
     def cost(self, topo: Topology, payload: float, parameters: int, workload: str) -> SyncCost:
@@ -341,7 +341,7 @@ def asgd_push_s(payload: float, link: LinkEstimate) -> float:
 
 @dataclass(frozen=True, slots=True)
 class AsgdGA:
-    accumulation_steps: int = 16
+    accumulation_steps: int
     name: SyncStrategyName = SyncStrategyName.ASGD_GA
 
     def cost(self, topo: Topology, payload: float, parameters: int, workload: str) -> SyncCost:

@@ -33,9 +33,9 @@ class PerfOracle:
     parameters: int
     fit: HivemindFit
     workload: str
-    samples_per_round: float = 32768.0
-    local_steps: int = 32
-    accumulation_steps: int = 16
+    samples_per_round: float  # the sync settings' knobs (geotrain.domain.SyncSettings)
+    local_steps: int
+    accumulation_steps: int
     uplinks: dict[str, float] | None = None  # on-prem site -> uplink Gbit/s
 
     def __post_init__(self) -> None:

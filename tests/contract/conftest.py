@@ -77,6 +77,7 @@ def _agent_pids(home: Path) -> list[int]:
 
 
 def _local_pgid(provider: Provider, node: NodeInfo) -> int:
+    provider = getattr(provider, "inner", provider)  # a FakeProvider wraps a local one
     assert isinstance(provider, LocalProvider)
     return int((provider.node_dir(node.node_id) / AGENT_PID_FILE).read_text())
 
@@ -110,7 +111,19 @@ def local_harness(home: Path) -> Harness:
     )
 
 
-HARNESSES: dict[str, Callable[[Path], Harness]] = {"local": local_harness}
+def fake_harness(home: Path) -> Harness:
+    """geotrain.testing.FakeProvider with no fault armed: the wrapper keeps the contract too."""
+    from geotrain.testing import FakeProvider
+
+    local = local_harness(home)
+    local.name = "fake"
+    local.make = lambda: FakeProvider(home=home)
+    local.instances.clear()
+    local.provider = local.new_instance()
+    return local
+
+
+HARNESSES: dict[str, Callable[[Path], Harness]] = {"local": local_harness, "fake": fake_harness}
 
 
 @pytest.fixture(params=sorted(HARNESSES))

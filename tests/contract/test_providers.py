@@ -33,10 +33,12 @@ while True:
 
 
 def _local(harness: Harness) -> LocalProvider:
+    """The local provider under the harness (a FakeProvider wraps one)."""
     if not harness.provider.capabilities.preemption_injection:
         pytest.skip(f"{harness.name} cannot inject preemptions")
-    assert isinstance(harness.provider, LocalProvider)
-    return harness.provider
+    provider = getattr(harness.provider, "inner", harness.provider)
+    assert isinstance(provider, LocalProvider)
+    return provider
 
 
 # -- launch and list -----------------------------------------------------------------------------
