@@ -65,7 +65,7 @@ def cost_reports(run_id: str | None = None, *, all_runs: bool = False, since: st
 
 def to_record(costs: RunCosts) -> dict:
     r = costs.report
-    by_node = r.by_node
+    by_node = r.cost.by_node
     return {
         "run_id": r.run_id, "status": r.status, "running": r.running,
         "started_at": datetime.fromtimestamp(r.started_at, timezone.utc).isoformat(),
@@ -74,12 +74,12 @@ def to_record(costs: RunCosts) -> dict:
         "storage_usd": r.storage_usd, "usd_per_hour": r.usd_per_hour, "samples": r.samples,
         "samples_per_s": r.samples_per_s, "training_samples_per_s": r.training_samples_per_s,
         "usd_per_million_samples": r.usd_per_million_samples,
-        "by_node": by_node, "by_cloud": r.by_cloud, "by_region": r.by_region, "by_market": r.by_market,
-        "by_kind": r.by_kind,
+        "by_node": by_node, "by_cloud": r.cost.by_cloud, "by_region": r.cost.by_region, "by_market": r.cost.by_market,
+        "by_kind": r.cost.by_kind,
         "nodes": [{**asdict(n), "usd": by_node.get(n.node_id, 0.0)} for n in r.nodes],
         "links": [{**asdict(link), "usd_per_gb": link.usd_per_gb} for link in r.links],
-        "items": [{**asdict(item), "kind": item.kind.value} for item in r.items],
-        "storage": {"gb_written": r.storage_gb_written, "gb_read": r.storage_gb_read, "note": r.storage_note},
+        "items": [{**asdict(item), "kind": item.kind.value} for item in r.cost.items],
+        "storage": {"gb_written": r.cost.storage_gb_written, "gb_read": r.cost.storage_gb_read, "note": r.cost.storage_note},
         "interruptions": asdict(r.interruptions),
         "on_demand": {"usd": costs.on_demand.usd, "usd_without_interruptions": costs.on_demand.usd_without_interruptions,
                       "saving": costs.on_demand.saving(r.total_usd), "offers_without_on_demand_price":
@@ -99,7 +99,7 @@ def to_csv(all_costs: list[RunCosts]) -> str:
     writer.writerow(CSV_COLUMNS)
     for costs in all_costs:
         r = costs.report
-        for item in r.items:
+        for item in r.cost.items:
             what = (f"{item.link[0]}->{item.link[1]} ({item.link_class}, {item.payer} pays)" if item.link
                     else item.node_id)
             unit = "node-hours" if item.link is None else "GB"

@@ -53,7 +53,7 @@ def render(costs) -> None:  # noqa: ANN001
     table = Table(title="nodes", title_justify="left")
     for col in ("node", "offer", "market", "hours", "compute $", "traffic $", "$", "ended"):
         table.add_column(col, justify="right" if col in ("hours", "compute $", "traffic $", "$") else "left")
-    by_node = r.by_node
+    by_node = r.cost.by_node
     for n in r.nodes:
         whole = by_node.get(n.node_id, 0.0)
         table.add_row(n.node_id, n.offer_id, n.market, f"{n.hours:.4f}", usd(n.compute_usd, 5),
@@ -61,18 +61,18 @@ def render(costs) -> None:  # noqa: ANN001
                       (n.end_reason or "running") + (f", {n.price_changes} price change(s)" if n.price_changes else ""))
     out.print(table)
     by = lambda d: ", ".join(f"{k} {usd(v, 4)}" for k, v in d.items() if v) or "-"  # noqa: E731
-    out.print(f"by kind      {by(r.by_kind)}")
-    out.print(f"by cloud     {by(r.by_cloud)}")
-    out.print(f"by region    {by(r.by_region)}")
-    out.print(f"by market    {by(r.by_market)}")
+    out.print(f"by kind      {by(r.cost.by_kind)}")
+    out.print(f"by cloud     {by(r.cost.by_cloud)}")
+    out.print(f"by region    {by(r.cost.by_region)}")
+    out.print(f"by market    {by(r.cost.by_market)}")
     if r.links:
         gb = sum(link.gb for link in r.links)
         classes: dict[str, float] = {}
         for link in r.links:
             classes[link.link_class] = classes.get(link.link_class, 0.0) + link.usd
         out.print(f"egress       {gb:,.3f} GB between nodes: {by(classes) if any(classes.values()) else '$0'}")
-    out.print(f"storage      {r.storage_gb_written:,.3f} GB written, {r.storage_gb_read:,.3f} GB read, "
-              f"{usd(r.storage_usd, 4)} ({r.storage_note})")
+    out.print(f"storage      {r.cost.storage_gb_written:,.3f} GB written, {r.cost.storage_gb_read:,.3f} GB read, "
+              f"{usd(r.storage_usd, 4)} ({r.cost.storage_note})")
     i = r.interruptions
     out.print(f"interruption {i.preemptions} preemption(s), {i.restarts} restart(s): {i.lost_steps} steps lost "
               f"({usd(i.lost_usd, 4)}), {i.downtime_s:,.1f} s downtime ({usd(i.downtime_usd, 4)})")

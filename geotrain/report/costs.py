@@ -20,7 +20,7 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass
 
-from geotrain.billing import CostItem, CostKind, NodeUsage, RunCost, run_cost
+from geotrain.billing import CostKind, NodeUsage, RunCost, run_cost
 from geotrain.ledger import Event, EventKind, Ledger, ProgressRow, RunRow, RunStatus
 from geotrain.pricing.egress import EgressPrices
 
@@ -54,6 +54,9 @@ class Interruptions:
 
 @dataclass(frozen=True, slots=True)
 class CostReport:
+    """A run's bill (``cost``: items and their breakdowns, per node, cloud, region, market, kind and
+    link) with its throughput and interruptions."""
+
     run_id: str
     status: str
     running: bool  # the run is still going: figures are "so far"
@@ -74,10 +77,6 @@ class CostReport:
         return self.cost.nodes
 
     @property
-    def items(self) -> tuple[CostItem, ...]:
-        return self.cost.items
-
-    @property
     def compute_usd(self) -> float:
         return self.cost.usd(CostKind.COMPUTE)
 
@@ -92,38 +91,6 @@ class CostReport:
     @property
     def total_usd(self) -> float:
         return self.cost.total_usd
-
-    @property
-    def storage_gb_written(self) -> float:
-        return self.cost.storage_gb_written
-
-    @property
-    def storage_gb_read(self) -> float:
-        return self.cost.storage_gb_read
-
-    @property
-    def storage_note(self) -> str:
-        return self.cost.storage_note
-
-    @property
-    def by_node(self) -> dict[str, float]:
-        return self.cost.by_node
-
-    @property
-    def by_cloud(self) -> dict[str, float]:
-        return self.cost.by_cloud
-
-    @property
-    def by_region(self) -> dict[str, float]:
-        return self.cost.by_region
-
-    @property
-    def by_market(self) -> dict[str, float]:
-        return self.cost.by_market
-
-    @property
-    def by_kind(self) -> dict[str, float]:
-        return self.cost.by_kind
 
     @property
     def wall_h(self) -> float:

@@ -97,7 +97,7 @@ def test_totals_are_exactly_the_hand_computed_ones(ledger):
     # checkpoints in aws/us-east-1: A writes 2 GB in its own region (free), B writes 1 GB from GCP
     # Europe ($0.12/GB); restoring 2 GB: A in-region free, B2 reads from AWS ($0.09/GB), C on-prem
     # reads from AWS ($0.09/GB)
-    assert r.storage_gb_written == pytest.approx(3.0) and r.storage_gb_read == pytest.approx(6.0)
+    assert r.cost.storage_gb_written == pytest.approx(3.0) and r.cost.storage_gb_read == pytest.approx(6.0)
     assert r.storage_usd == pytest.approx(1 * 0.12 + 2 * 0.09 + 2 * 0.09)
     total = compute + 1.68 + 0.48
     assert r.total_usd == pytest.approx(total)
@@ -105,13 +105,13 @@ def test_totals_are_exactly_the_hand_computed_ones(ledger):
     assert r.usd_per_million_samples == pytest.approx(total / 3.6)
     # every part is billed by someone: AWS bills A's egress and the two reads from its storage, GCP
     # bills B's egress and B's write to AWS; a read is attributed to the node that read it
-    assert r.by_cloud == pytest.approx({"aws": 1.25 + 0.9 + 0.18 + 0.18 + 0.18,
+    assert r.cost.by_cloud == pytest.approx({"aws": 1.25 + 0.9 + 0.18 + 0.18 + 0.18,
                                         "gcp": 1 / 6 + 0.4 * 2100 / 3600 + 0.6 + 0.12, "onprem": 0.10})
-    assert r.by_market == pytest.approx({"owned": 0.10 + 0.18, "spot": total - 0.28})
-    assert r.by_kind == pytest.approx({"compute": compute, "egress": 1.68, "storage": 0.48})
-    assert r.by_node == pytest.approx({A: 1.25 + 0.9 + 0.18, B: 1 / 6 + 0.6 + 0.12, B2: 0.4 * 2100 / 3600 + 0.18,
+    assert r.cost.by_market == pytest.approx({"owned": 0.10 + 0.18, "spot": total - 0.28})
+    assert r.cost.by_kind == pytest.approx({"compute": compute, "egress": 1.68, "storage": 0.48})
+    assert r.cost.by_node == pytest.approx({A: 1.25 + 0.9 + 0.18, B: 1 / 6 + 0.6 + 0.12, B2: 0.4 * 2100 / 3600 + 0.18,
                                        C: 0.10 + 0.18})
-    for parts in (r.by_node, r.by_cloud, r.by_region, r.by_market, r.by_kind):
+    for parts in (r.cost.by_node, r.cost.by_cloud, r.cost.by_region, r.cost.by_market, r.cost.by_kind):
         assert sum(parts.values()) == pytest.approx(total)
     # the one cost function: what launch and status print is exactly this total
     assert run_cost(ledger, RUN).total_usd == r.total_usd
