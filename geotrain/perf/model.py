@@ -1,8 +1,13 @@
 """``PerfModel.predict``: samples/s, round time, egress and dollars for a mix of nodes.
 
-Money: compute $/h = Σ nodes × price; egress $/h = Σ over directed links of bytes/h × the sender
-cloud's price for that link class (GB = 10^9 bytes); $/1M samples = (compute + egress + data $/h) /
-(samples/s × 3600) × 10^6.
+Money: compute $/h = Σ nodes × price; egress $/h = Σ over directed links of bytes/h × what one GB of
+that transfer costs on both sides (the injected :class:`TransferPrices`, which is
+``geotrain.pricing.egress.EgressPrices``: the same rule the ledger's bill uses; GB = 10^9 bytes);
+$/1M samples = (compute + egress + data $/h) / (samples/s × 3600) × 10^6.
+
+A node trains ``sync.micro_batches`` micro-batches per step on each accelerator. On the local
+provider (``PerfModel.on_local_host``) its rate is this machine's CPU rate, shared when there are more
+nodes than cores, and its links are loopback (``geotrain.perf.host``).
 
 Data locality: with a :class:`DataSource` (where the dataset lives, bytes per sample), every node
 streams the samples it trains from there. A node's rate is capped by what one stream from the data

@@ -1,7 +1,8 @@
 """The Provider protocol: the one seam between geotrain and a place that runs nodes.
 
 Small on purpose, like Ray v2's ``ICloudInstanceProvider``: launch by offer with a caller-chosen
-``request_id``, list by run, terminate, and run a command on a node. Pricing, capacity hints and
+``request_id``, list by run, terminate, and run a command on a node. A provider keeps no offer
+records of its own (it needs the offer's id and location; prices live in ``geotrain.pricing``). Pricing, capacity hints and
 planning live elsewhere (``geotrain.pricing``, ``geotrain.planning``); a provider only buys, lists
 and releases nodes.
 
@@ -26,6 +27,8 @@ Contract shared by every provider (``tests/contract`` checks it):
                             (``Location.zone_scope``), which the launcher blocks for a while
   QuotaError                an account quota would be exceeded; ``scope`` is the cloud or region
   ThrottledError            the API asked us to slow down; retry later with the same request id
+  ProviderTimeoutError      the call timed out and its outcome is unknown: the node may exist; list
+                            the run's nodes (by request id) before sending the request again
   NotFoundError             the node id is unknown to this provider
   ProviderError             anything else the provider refused or failed at (e.g. ``start`` on an
                             ended node)

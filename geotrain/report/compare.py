@@ -143,6 +143,8 @@ def compare_with_plan(report: CostReport, run: RunRow, ledger: Ledger) -> PlanCo
         ratio = report.training_samples_per_s / totals.samples_per_s
         reasons.append(f"throughput {ratio:.0%} of the prediction while training "
                        f"({report.training_samples_per_s:,.0f} vs {totals.samples_per_s:,.0f} samples/s)")
+    if comparable and plan.provider == LOCAL and report.training_samples_per_s:
+        reasons.append(_local_basis(plan))
     if report.startup_s and report.generations:
         reasons.append(f"workers took {report.startup_s:,.1f} s to start in {report.generations} generation(s) "
                        "(interpreter, torch, rendezvous, checkpoint restore) before their first progress report")
@@ -159,6 +161,20 @@ def compare_with_plan(report: CostReport, run: RunRow, ledger: Ledger) -> PlanCo
         actual_usd_per_million_samples=report.usd_per_million_samples,
         planned_nodes=planned_nodes, launched_nodes=len(report.nodes), reasons=tuple(reasons),
     )
+
+
+def _local_basis(plan: Plan) -> str:
+    """What a local-provider plan's throughput rests on, so that a gap can be read."""
+    from geotrain.perf.host import LocalHost
+    from geotrain.perf.rates import RateTable
+    from geotrain.perf.workloads import WorkloadRegistry
+
+    rate = RateTable.bundled().node_rate(WorkloadRegistry.bundled().get(plan.job.workload), None, 1)
+    cores = LocalHost.measured().cores
+    shared = f", {plan.nodes} nodes sharing {cores} cores" if plan.nodes > cores else ""
+    return (f"the prediction rests on {plan.job.workload}'s CPU rate of {rate.samples_per_s:,.0f} samples/s on one "
+            f"thread ({rate.source}){shared}: other load on this machine, or another machine, trains slower or "
+            "faster; bench/cpu_rates.py --write measures it again")
 
 
 def _short_generations(ledger: Ledger, run_id: str, planned: int) -> str | None:

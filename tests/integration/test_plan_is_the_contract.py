@@ -65,6 +65,8 @@ def test_the_run_trains_what_the_plan_says_and_three_commands_print_one_cost(tmp
     assert re.search(r"restart\(s\), \$([0-9.,]+) in", launched.stdout).group(1) == total
     assert last_dollars(status) == total
     assert report["plan"]["comparable"] and report["plan"]["throughput_ratio"] > 0
+    assert report["plan"]["planned_sync"].startswith("local-sgd (averaging every 4 steps, fp16 on the wire, 2 micro")
+    assert report["plan"]["trained_workload"] == report["plan"]["planned_workload"] == "tiny-cnn"
     text = geotrain("cost-report", run_id).stdout
     assert f"${total}" in text.splitlines()[0] and "comparable: actual/plan" in text
     assert_no_orphans(run_id)
