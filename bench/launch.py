@@ -93,11 +93,11 @@ def overhead(plan) -> None:  # noqa: ANN001
         ends = [e.at for e in events if e.kind == "checkpoint_saved"]
         writes = [b - a for a, b in zip(starts, ends, strict=False)]
         gaps = [b - a for a, b in zip(starts, starts[1:], strict=False)]
-        rows = [r for r in Ledger().progress_rows(run_id) if r[2] > 20]
+        rows = [r for r in Ledger().progress_rows(run_id) if r.step > 20]
         with_ckpt = (rows[-1].samples - rows[0].samples) / (rows[-1].at - rows[0].at)
     with tempfile.TemporaryDirectory() as tmp:
         run_id, _ = launch(plan, Path(tmp), steps=150, checkpoint_every=10_000)
-        rows = [r for r in Ledger().progress_rows(run_id) if r[2] > 20]
+        rows = [r for r in Ledger().progress_rows(run_id) if r.step > 20]
         without = (rows[-1].samples - rows[0].samples) / (rows[-1].at - rows[0].at)
     share = statistics.mean(writes) / statistics.mean(gaps)
     print(f"checkpoint overhead: a write takes {statistics.mean(writes) * 1000:.1f} ms every "
@@ -145,7 +145,7 @@ def throughput(plan) -> None:  # noqa: ANN001
         plain = json.loads(out.stdout.strip().splitlines()[-1])["samples_per_s"]
     with tempfile.TemporaryDirectory() as tmp:
         run_id, _ = launch(plan, Path(tmp), steps=steps, checkpoint_every=10_000)
-        rows = [r for r in Ledger().progress_rows(run_id) if r[2] >= 20]
+        rows = [r for r in Ledger().progress_rows(run_id) if r.step >= 20]
         ours = (rows[-1].samples - rows[0].samples) / (rows[-1].at - rows[0].at)
     print(f"step throughput, {WORLD} processes, tiny-cnn, global batch {MICRO * 32}: geotrain {ours:,.0f} samples/s, "
           f"plain torchrun DDP {plain:,.0f}: ratio {ours / plain:.3f} (target ≥ 0.95)")
