@@ -15,11 +15,12 @@ from geotrain.perf.model import Estimate, PerfModel
 from geotrain.perf.network import NetworkModel
 from geotrain.perf.rates import RateTable
 from geotrain.perf.workloads import WorkloadRegistry
-from geotrain.planning.planner import LOCAL_PROVIDER, site_placements
+from geotrain.planning.planner import site_placements
 from geotrain.pricing.egress import EgressPrices
 from geotrain.pricing.inventory import Inventory, inventory_table, load_inventory
 from geotrain.pricing.nodespec import parse_nodes, resolve_nodes
 from geotrain.pricing.snapshot import OfferFilter, SnapshotStore, offers_from_table
+from geotrain.providers.base import LOCAL_PROVIDER
 
 
 @dataclass(frozen=True, slots=True)

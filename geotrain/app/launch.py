@@ -15,9 +15,9 @@ from geotrain.launcher.training import Training, resolve_training
 from geotrain.ledger import Ledger, RunStatus
 from geotrain.planning.planfile import load_plan, plan_from_dict
 from geotrain.procs import pid_alive
-from geotrain.providers.base import Provider
+from geotrain.providers.base import LOCAL_PROVIDER, Provider
 
-PROVIDERS = ("local",)
+PROVIDERS = (LOCAL_PROVIDER,)
 
 
 def launch_options(*, preempt_rate: float | None = None, preempt_trace: Path | None = None,
@@ -41,7 +41,7 @@ def launch_options(*, preempt_rate: float | None = None, preempt_trace: Path | N
 def get_provider(name: str, options: LaunchOptions | None = None) -> Provider:
     """A provider by name (imported on demand: cloud SDKs load only when asked for), wrapped in the
     fault injector when the launch's trace holds provider faults."""
-    if name != "local":
+    if name != LOCAL_PROVIDER:
         raise InputError(f"--provider: {name!r} is not available; providers: {', '.join(PROVIDERS)}")
     from geotrain.providers.local import LocalProvider
 
@@ -60,7 +60,7 @@ def launch(plan_path: Path, options: LaunchOptions, *, provider_name: str | None
     """Train the plan on the provider (default: the one the plan was made for, else the local one)."""
     plan = load_plan(plan_path)
     resolve_training(plan, options)  # refuse what cannot be trained before any provider is touched
-    provider = get_provider(provider_name or plan.provider or "local", options)
+    provider = get_provider(provider_name or plan.provider or LOCAL_PROVIDER, options)
     provider.check_credentials()
     launcher = Launcher(plan, provider, options=options, on_status=on_status)
     run_id = launcher.start()

@@ -10,9 +10,10 @@ from geotrain.config import parse_job_spec
 from geotrain.domain import Plan
 from geotrain.errors import InputError, JobSpecError
 from geotrain.planning.planfile import plan_to_dict, save_plan, savings
-from geotrain.planning.planner import LOCAL_PROVIDER, PlanOptions, make_plan, plan_for_nodes
+from geotrain.planning.planner import PlanOptions, make_plan, plan_for_nodes
 from geotrain.pricing.inventory import load_inventory
 from geotrain.pricing.snapshot import SnapshotStore
+from geotrain.providers.base import LOCAL_PROVIDER
 from geotrain.solver.model import BACKENDS
 from geotrain.specfile import Fields, load_yaml_mapping
 

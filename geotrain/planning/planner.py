@@ -28,13 +28,13 @@ from geotrain.pricing.egress import EgressPrices
 from geotrain.pricing.geography import continent_of
 from geotrain.pricing.inventory import Inventory, inventory_table
 from geotrain.pricing.snapshot import PriceSnapshot, offers_from_table
+from geotrain.providers.base import LOCAL_PROVIDER
 from geotrain.solver import semantics
 from geotrain.solver.problem import Limits, Problem
 from geotrain.solver.result import SearchResult
 from geotrain.solver.search import Searcher
 
 DEFAULT_MAX_NODES = 64
-LOCAL_PROVIDER = "local"
 
 
 @dataclass(frozen=True, slots=True)

@@ -45,6 +45,8 @@ from typing import Protocol, runtime_checkable
 
 from geotrain.domain import Location, Offer
 
+LOCAL_PROVIDER = "local"  # the embedded default: nodes are processes on this machine (providers/local.py)
+
 
 class NodeState(StrEnum):
     """A node's life: pending → running → preempted | terminated. The last two are final."""

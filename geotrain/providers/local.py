@@ -53,7 +53,7 @@ from geotrain.domain import Continent, Location
 from geotrain.errors import NotFoundError, ProviderError
 from geotrain.files import atomic_write_text, geotrain_home
 from geotrain.procs import HAS_PROC, group_alive, pid_alive, proc_stat
-from geotrain.providers.base import Capabilities, LaunchRequest, NodeInfo, NodeState
+from geotrain.providers.base import LOCAL_PROVIDER, Capabilities, LaunchRequest, NodeInfo, NodeState
 
 STATE_VERSION = 1
 NOTICE_FILE = "preemption-notice.json"
@@ -88,7 +88,7 @@ class LocalProvider:
     ``home`` is the GEOTRAIN_HOME to keep state in; None means :func:`geotrain_home` at each call.
     """
 
-    name = "local"
+    name = LOCAL_PROVIDER
     capabilities = Capabilities(spot=True, notice_s=None, preemption_injection=True, shared_host=True)
 
     def __init__(self, home: Path | None = None) -> None:

@@ -21,9 +21,9 @@ from geotrain.domain import OfferId, Plan
 from geotrain.ledger import EventKind, Ledger, RunRow
 from geotrain.planning.planfile import plan_from_dict
 from geotrain.pricing.snapshot import OfferFilter, PriceSnapshot
+from geotrain.providers.base import LOCAL_PROVIDER
 from geotrain.report.costs import CostReport
 
-LOCAL = "local"
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,7 +106,7 @@ def compare_with_plan(report: CostReport, run: RunRow, ledger: Ledger) -> PlanCo
     mismatch = list(substitutions)
     if run.options.get("command"):
         mismatch.append(f"a user command ({trained}) trained instead of the built-in runtime")
-    if run.provider == LOCAL and plan.provider != LOCAL:
+    if run.provider == LOCAL_PROVIDER and plan.provider != LOCAL_PROVIDER:
         mismatch.append("the plan predicted the offers' own hardware, but the local provider ran every node as a "
                         "process on this machine (plan with --provider local to predict that)")
     comparable = not mismatch
@@ -143,7 +143,7 @@ def compare_with_plan(report: CostReport, run: RunRow, ledger: Ledger) -> PlanCo
         ratio = report.training_samples_per_s / totals.samples_per_s
         reasons.append(f"throughput {ratio:.0%} of the prediction while training "
                        f"({report.training_samples_per_s:,.0f} vs {totals.samples_per_s:,.0f} samples/s)")
-    if comparable and plan.provider == LOCAL and report.training_samples_per_s:
+    if comparable and plan.provider == LOCAL_PROVIDER and report.training_samples_per_s:
         reasons.append(_local_basis(plan))
     if report.startup_s and report.generations:
         reasons.append(f"workers took {report.startup_s:,.1f} s to start in {report.generations} generation(s) "
