@@ -1,1 +1,1 @@
-"""The launcher: provision a plan, run training on it, recover from preemptions, keep the ledger."""
+"""The launcher: provision a plan, run training on it, recover from preemptions and launch failures."""
