@@ -240,8 +240,9 @@ class Launcher:
         self._terminate_all("stopped")
         limit = self.options.max_spend_usd or 0.0
         cost = run_cost(self.ledger, self.run_id).total_usd
-        reason = (f"the spend limit of ${limit:,.4f} is reached (the run cost ${cost:,.4f}); its checkpoints stay "
-                  f"in {self.options.checkpoint_url}: raise --max-spend-usd and launch again to go on")
+        reason = (f"the spend limit of ${limit:,.4f} is reached (the run cost ${cost:,.4f}); to go on from its "
+                  f"checkpoints, launch again with a higher --max-spend-usd and --checkpoint-url "
+                  f"{self.options.checkpoint_url}")
         self.ledger.event(self.run_id, EventKind.SPEND_LIMIT, limit_usd=limit, usd=cost,
                           terminate_s=round(time.time() - decided, 3))
         self.ledger.finish_run(self.run_id, RunStatus.STOPPED, reason)
