@@ -135,7 +135,8 @@ def status(
         workload = r.workload + (f" ({'; '.join(r.substitutions)})" if r.substitutions else "")
         out.print(f"[bold]{r.run_id}[/bold] {r.status}{f' ({r.reason})' if r.reason else ''} — {workload}, "
                   f"step {r.step}/{r.target_steps}, {r.samples:,} samples{rate}, nodes {nodes} "
-                  f"(of {r.nodes_total} launched), {r.preemptions} preemptions, {usd(r.usd_so_far, 4)} so far")
+                  f"(of {r.nodes_total} launched), {r.preemptions} preemptions, {usd(r.usd_so_far, 4)}"
+                  + (" so far" if r.status.startswith(("running", "orphaned")) else ""))
         for line in r.last_events:
             out.print(f"    {line}")
 
