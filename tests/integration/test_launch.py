@@ -257,8 +257,8 @@ def test_user_script_hears_the_notice_saves_and_resumes_in_the_next_generation(p
         import json, os, sys, time, torch
         from geotrain.train import api
         info, store, out = api.run_info(), api.checkpoint_store(), os.environ["OUT"]
-        latest = store.latest()
-        if latest is not None:  # a later generation: resume from the script's own checkpoint
+        if info["generation"] > 1:  # a later generation: resume from the script's own checkpoint
+            latest = store.latest()  # (decided by generation: a worker of the first may start after the save)
             state = store.load(latest)
             with open(os.path.join(out, f"resumed-g{info['generation']}-r{info['rank']}.json"), "w") as f:
                 json.dump({"step": latest.step, "w": float(state["w"]), "world": info["world_size"]}, f)
