@@ -304,10 +304,9 @@ class Launcher:
                 "GEOTRAIN_SYNC": json.dumps(sync_to_mapping(t.sync)), "GEOTRAIN_WORKLOAD": self.plan.job.workload,
                 "OMP_NUM_THREADS": "1",
             })
-            # both through the shim: a notice (SIGUSR1) that arrives while a worker is still starting
-            # must not end it; the runtime checks the notice file once it listens
-            command = list(self.options.command) or [sys.executable, "-m", "geotrain.train.runtime", str(path)]
-            argv = [sys.executable, "-m", "geotrain.train.usercmd", *command]
+            # a notice (SIGUSR1) that arrives while a worker is still starting must not end it: the node
+            # starts every command with the signal ignored, the runtime checks the notice file once it listens
+            argv = list(self.options.command) or [sys.executable, "-m", "geotrain.train.runtime", str(path)]
             log = self.run_dir / "logs" / f"gen{self.generation:03d}-rank{rank}-{node.node_id}.log"
             log.parent.mkdir(parents=True, exist_ok=True)
             try:

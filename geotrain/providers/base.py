@@ -160,7 +160,11 @@ class Provider(Protocol):
         """Run ``argv`` on a running node, stdout and stderr appended to ``log_path``.
 
         ``env`` is the command's whole environment (as with ``subprocess.Popen``: nothing else is
-        inherited); ``cwd`` its working directory on the node (default: the provider's choice). Unknown ``node_id`` → NotFoundError; a node that has ended → ProviderError. The
-        process ends when the node ends.
+        inherited); ``cwd`` its working directory on the node (default: the provider's choice). Unknown
+        ``node_id`` → NotFoundError; a node that has ended → ProviderError. The process ends when the
+        node ends. It starts with SIGUSR1 (the preemption notice) ignored, so a notice never ends a
+        process that has not installed a handler yet. Any process of the user may call this for any
+        live node of the provider (a launcher resumed in another session starts workers on the nodes
+        of the one that died).
         """
         ...

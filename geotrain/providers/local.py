@@ -1,13 +1,13 @@
 """The local provider: nodes are process groups on this machine (the embedded default).
 
 A node is an agent process (``geotrain.providers.local_agent``, standard library only) that leads
-its own process group in the caller's session. Every command run on the node with :meth:`start`
-joins that group, so the node is one process group and ending the node is one
-``killpg(pgid, SIGKILL)``: nothing started on a node can outlive it. (torchrun's agent, by contrast,
-leaves its workers running when it is killed; here the "VM" and its workers go together.)
-
-The agent is deliberately not in a new *session*: a process can only join a process group of its
-own session, and :meth:`start` must be able to put commands into the node's group.
+its own session and process group. The agent starts every command run on the node with
+:meth:`start` (it is handed the command as a file, ``geotrain.providers.local_commands``), so every
+command is in the node's group and ending the node is one ``killpg(pgid, SIGKILL)``: nothing started
+on a node can outlive it. (torchrun's agent, by contrast, leaves its workers running when it is
+killed; here the "VM" and its workers go together.) Since no caller puts processes into the group
+itself, a launcher in another session — resumed from a new terminal — can start commands on nodes
+an earlier launcher made.
 
 State is a JSON file, ``GEOTRAIN_HOME/providers/local/state.json``, read and written under an
 ``fcntl.flock`` on ``state.lock`` beside it, so that a launcher, a restarted launcher and
@@ -23,8 +23,9 @@ time (``/proc/<pid>/stat``), so a recycled pid is never mistaken for a node, nor
 Preemptions can be injected (:meth:`LocalProvider.preempt`), with or without notice. The notice is
 a file ``<node_dir>/preemption-notice.json`` (``{"deadline": <unix time>, "notice_s": ...}``) and a
 SIGUSR1 to the node's process group; the agent ignores the signal, training workers use it as their
-hook to checkpoint. (A process on the node that neither handles nor ignores SIGUSR1 dies of it at
-once, as its default action is to terminate.) The node is killed at the deadline by a timer in this process, or, should this
+hook to checkpoint. Every command inherits the agent's "ignore" from the moment it is forked, so the
+notice never ends a process that has not installed a handler (one still starting, or a script that
+does not listen). The node is killed at the deadline by a timer in this process, or, should this
 process be gone by then, by the next call of any LocalProvider on the same state.
 
 Nodes outlive the LocalProvider object and the process that made them, as VMs outlive a launcher:
@@ -54,6 +55,7 @@ from geotrain.errors import NotFoundError, ProviderError
 from geotrain.files import atomic_write_text, geotrain_home
 from geotrain.procs import HAS_PROC, group_alive, pid_alive, proc_stat
 from geotrain.providers.base import LOCAL_PROVIDER, Capabilities, LaunchRequest, NodeInfo, NodeState
+from geotrain.providers.local_commands import AgentProcess, run_on_node
 
 STATE_VERSION = 1
 NOTICE_FILE = "preemption-notice.json"
@@ -62,6 +64,7 @@ AGENT_MODULE = "geotrain.providers.local_agent"
 ADDRESS = "127.0.0.1"
 AGENT_READY_TIMEOUT_S = 30.0  # python start-up on a loaded 2-core machine, with margin
 KILL_WAIT_S = 5.0  # how long terminate waits for a killed group to disappear
+AGENT_STOP_WAIT_S = 2.5  # how long the agent may take to kill and reap its node (local_agent.STOP_S + margin)
 
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])  # the directory that holds geotrain/
 
@@ -93,10 +96,9 @@ class LocalProvider:
 
     def __init__(self, home: Path | None = None) -> None:
         self._home = Path(home) if home is not None else None
-        # Processes this instance started, polled so that they never linger as zombies (a zombie
+        # Agents this instance started, polled so that they never linger as zombies (a zombie
         # still counts as a member of its process group, and as alive to kill(pid, 0)).
         self._agents: dict[str, subprocess.Popen[bytes]] = {}
-        self._started: dict[str, list[subprocess.Popen[bytes]]] = {}
         self._timers: dict[str, threading.Timer] = {}
 
     # -- Provider protocol ---------------------------------------------------------------------
@@ -195,13 +197,14 @@ class LocalProvider:
             self._save(paths, state)
 
     def start(self, node_id: str, argv: list[str], env: dict[str, str], log_path: Path,
-              cwd: Path | None = None) -> subprocess.Popen[bytes]:
-        """Run ``argv`` in the node's process group; it dies with the node.
+              cwd: Path | None = None) -> AgentProcess:
+        """Have the node's agent run ``argv`` in the node's process group; it dies with the node.
 
         ``env`` is the command's whole environment, as with ``subprocess.Popen`` (pass
         ``os.environ`` plus your variables to inherit). The working directory is ``cwd``, else the
-        node's directory; stdout and stderr are appended to ``log_path``. NotFoundError for an unknown node, ProviderError for an ended one or if
-        the command cannot be started.
+        node's directory; stdout and stderr are appended to ``log_path``. Works from any process of
+        this user. NotFoundError for an unknown node, ProviderError for an ended one or if the command
+        cannot be started.
         """
         paths = self._paths()
         with self._locked(paths):
@@ -209,23 +212,15 @@ class LocalProvider:
             rec = _get(state, node_id)
             if self._reconcile(rec):
                 self._save(paths, state)
-            if NodeState(rec["state"]).ended:
-                raise ProviderError(
-                    f"cannot start a command on node {node_id}: it is {rec['state']} ({rec['end_reason']}); "
-                    "launch another node", scope=_location(rec).zone_scope)
-            log_path = Path(log_path)
-            log_path.parent.mkdir(parents=True, exist_ok=True)
-            with open(log_path, "ab") as log:
-                try:
-                    proc = subprocess.Popen(
-                        argv, env=dict(env), cwd=str(cwd) if cwd else rec["node_dir"], stdin=subprocess.DEVNULL,
-                        stdout=log, stderr=subprocess.STDOUT, process_group=rec["pgid"])
-                except OSError as exc:
-                    raise ProviderError(
-                        f"cannot start {argv[0] if argv else '(empty command)'} on node {node_id}: {exc}",
-                        scope=_location(rec).zone_scope) from exc
-            self._started.setdefault(node_id, []).append(proc)
-            return proc
+        if NodeState(rec["state"]).ended:
+            raise ProviderError(
+                f"cannot start a command on node {node_id}: it is {rec['state']} ({rec['end_reason']}); "
+                "launch another node", scope=_location(rec).zone_scope)
+        try:
+            return run_on_node(Path(rec["node_dir"]), rec["pid"], argv, env, Path(log_path), cwd,
+                               alive=lambda: self._agent_alive(rec))
+        except ProviderError as exc:
+            raise ProviderError(f"node {node_id}: {exc}", scope=_location(rec).zone_scope) from exc
 
     # -- local only ----------------------------------------------------------------------------
 
@@ -336,7 +331,7 @@ class LocalProvider:
                 return subprocess.Popen(
                     [sys.executable, "-m", AGENT_MODULE, str(node_dir)], env=env, cwd=node_dir,
                     stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                    process_group=0)  # leads its own group, in the caller's session
+                    start_new_session=True)  # leads its own session and group: the node's
             except OSError as exc:
                 raise ProviderError(f"cannot start a local node agent: {exc}") from exc
 
@@ -402,8 +397,14 @@ class LocalProvider:
             stat = proc_stat(pgid)
             if stat is not None and stat[2] != rec["start_ticks"]:
                 return
+        if self._agent_alive(rec):  # the agent ends the node: it kills and reaps everything on it
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(rec["pid"], signal.SIGTERM)
+            deadline = time.monotonic() + AGENT_STOP_WAIT_S
+            while self._agent_alive(rec) and time.monotonic() < deadline:
+                time.sleep(0.002)
         with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(pgid, signal.SIGKILL)
+            os.killpg(pgid, signal.SIGKILL)  # whatever is left: a wedged agent, stragglers
 
     def _wait_gone(self, node_id: str, pgid: int) -> bool:
         deadline = time.monotonic() + KILL_WAIT_S
@@ -419,12 +420,9 @@ class LocalProvider:
         agent = self._agents.get(node_id)
         if agent is not None:
             agent.poll()
-        procs = self._started.get(node_id)
-        if procs:
-            self._started[node_id] = [p for p in procs if p.poll() is None]
 
     def _reap_all(self) -> None:
-        for node_id in set(self._agents) | set(self._started):
+        for node_id in set(self._agents):
             self._reap(node_id)
 
     def _cancel_timer(self, node_id: str) -> None:

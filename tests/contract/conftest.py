@@ -22,6 +22,7 @@ import pytest
 
 from geotrain.domain import Market
 from geotrain.providers.base import LaunchRequest, NodeInfo, Provider
+from geotrain.procs import group_alive
 from geotrain.providers.local import AGENT_MODULE, AGENT_PID_FILE, LocalProvider
 from tests.perf_helpers import US, offer
 
@@ -83,11 +84,10 @@ def _local_pgid(provider: Provider, node: NodeInfo) -> int:
 
 
 def _local_gone(provider: Provider, node: NodeInfo) -> bool:
-    try:
-        os.killpg(_local_pgid(provider, node), 0)
-    except ProcessLookupError:
-        return True
-    return False
+    """Nothing of the node's group runs. (A process orphaned by an agent killed alone is reparented to
+    init and killed with the group; it stays a zombie until init reaps it, which a container's init
+    may never do: zombies do not run.)"""
+    return not group_alive(_local_pgid(provider, node))
 
 
 def _local_kill(provider: Provider, node: NodeInfo) -> None:

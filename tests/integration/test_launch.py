@@ -145,7 +145,8 @@ def test_three_preemptions_recover_to_the_same_weights(plan, reference, tmp_path
 def _launch_process(plan_path: Path, ckpt: Path, extra: list[str]) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "geotrain", "launch", str(plan_path), "--steps", str(STEPS),
                              "--checkpoint-every", "10", "--deterministic", "--checkpoint-url", str(ckpt), *extra],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=dict(os.environ))
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=dict(os.environ),
+                            start_new_session=True)  # as `setsid geotrain launch …`: its nodes are another session's
 
 
 def _wait_step(run_id_holder: Ledger, at_least: int, timeout: float = 60) -> str:
@@ -168,6 +169,7 @@ def test_killed_launcher_is_resumed_without_launching_twice(plan, reference, tmp
     run_id = _wait_step(ledger, 20)
     proc.kill()  # the launcher dies; its nodes (like VMs) do not
     proc.wait()
+    assert os.getsid(_agent_pid(run_id)) != os.getsid(0)  # the nodes live in other sessions than the resuming one
     assert [n.state.value for n in LocalProvider().list(run_id)].count("running") == 4
     from geotrain.app.launch import resume
 
@@ -180,6 +182,12 @@ def test_killed_launcher_is_resumed_without_launching_twice(plan, reference, tmp
     for name in weights:
         assert torch.equal(weights[name], reference[name]), name
     assert_no_orphans(run_id)
+
+
+def _agent_pid(run_id: str) -> int:
+    provider = LocalProvider()
+    node = provider.list(run_id)[0]
+    return int((provider.node_dir(node.node_id) / "agent.pid").read_text())
 
 
 def test_stop_terminates_every_node(plan, tmp_path):
