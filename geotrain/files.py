@@ -1,11 +1,15 @@
 """Where geotrain keeps its state, and the one way it writes files.
 
 ``GEOTRAIN_HOME`` (environment variable) overrides the per-user data directory that platformdirs
-picks (e.g. ``~/.local/share/geotrain`` on Linux). Every write goes through
-:func:`atomic_write_bytes`: a temporary file in the same directory, fsync, rename, fsync of the
-directory. A reader therefore sees the old file or the new one, never a torn one, and a failed write
-leaves what was on disk untouched. The new file keeps the mode of the one it replaces, or gets the
-mode a plain ``open`` would give it (0666 less the umask).
+picks (e.g. ``~/.local/share/geotrain`` on Linux). It is private: created (or tightened) to 0700, so
+nothing beneath it — ledger, runs, logs, default checkpoints, node state — is open to other users,
+whatever the modes of the files in it; files geotrain writes there are 0600 as well.
+
+Every write goes through :func:`atomic_write_bytes`: a temporary file in the same directory, fsync,
+rename, fsync of the directory. A reader therefore sees the old file or the new one, never a torn one,
+and a failed write leaves what was on disk untouched. The new file keeps the mode of the one it
+replaces, or gets 0600 under GEOTRAIN_HOME and elsewhere the mode a plain ``open`` would give it (0666
+less the umask).
 """
 
 from __future__ import annotations
@@ -18,17 +22,38 @@ from pathlib import Path
 ENV_HOME = "GEOTRAIN_HOME"
 
 
-def geotrain_home() -> Path:
-    """The state directory (created on first use)."""
+PRIVATE_DIR = 0o700
+PRIVATE_FILE = 0o600
+
+
+def home_path() -> Path:
+    """Where the state directory is (nothing is created)."""
     override = os.environ.get(ENV_HOME)
     if override:
-        home = Path(override).expanduser()
-    else:
-        import platformdirs
+        return Path(override).expanduser()
+    import platformdirs
 
-        home = Path(platformdirs.user_data_dir("geotrain", appauthor=False))
-    home.mkdir(parents=True, exist_ok=True)
+    return Path(platformdirs.user_data_dir("geotrain", appauthor=False))
+
+
+def geotrain_home() -> Path:
+    """The state directory, created on first use, private (0700) to its owner."""
+    home = home_path()
+    home.mkdir(parents=True, exist_ok=True, mode=PRIVATE_DIR)
+    with contextlib.suppress(OSError):  # tighten one made by an older geotrain, or by hand
+        st = home.stat()
+        if st.st_uid == os.getuid() and st.st_mode & 0o077:
+            os.chmod(home, PRIVATE_DIR)
     return home
+
+
+def is_private_path(path: Path) -> bool:
+    """Whether ``path`` lies under GEOTRAIN_HOME."""
+    try:
+        Path(os.path.abspath(path)).relative_to(os.path.abspath(home_path()))
+    except ValueError:
+        return False
+    return True
 
 
 def atomic_write_bytes(path: Path, data: bytes, *, temp_path: str | Path | None = None) -> None:
@@ -62,6 +87,8 @@ def _mode_for(path: Path) -> int:
     try:
         return path.stat().st_mode & 0o7777
     except OSError:
+        if is_private_path(path):
+            return PRIVATE_FILE
         umask = os.umask(0o022)
         os.umask(umask)
         return 0o666 & ~umask

@@ -3,6 +3,10 @@
 Runs as a thread of the launcher: it watches the training's progress and checkpoint writes in the
 ledger, and preempts nodes through ``provider.preempt`` when an event of the schedule is due (see
 ``geotrain.launcher.preemptions`` for the schedule's forms).
+
+Its state is the ledger's: every injection is recorded with the index of its schedule event, and a
+resumed launcher's injector skips the events already fired; ``during_checkpoint`` events watch only
+the writes that begin after the injector starts, and ``at_s`` counts from the run's first generation.
 """
 
 from __future__ import annotations
@@ -26,11 +30,14 @@ class Injector(threading.Thread):
         super().__init__(name="geotrain-preemptions", daemon=True)
         self.launcher = launcher
         self.schedule = launcher.options.preemptions
-        self.pending = list(self.schedule.events)
+        fired = {e.detail.get("event") for e in launcher.ledger.events(launcher.run_id,
+                                                                        kinds=(EventKind.PREEMPTION_INJECTED,))}
+        self.pending = [(n, e) for n, e in enumerate(self.schedule.events) if n not in fired]
         self.clock = RateClock(self.schedule.rate_per_node_hour or 0.0, self.schedule.seed)
         self.next_rate_at: float | None = None
         self._halt = threading.Event()
-        self._seen_event = 0
+        past = launcher.ledger.events(launcher.run_id)
+        self._seen_event = past[-1].id if past else 0  # checkpoint writes from now on
 
     def stop(self) -> None:
         self._halt.set()
@@ -52,7 +59,7 @@ class Injector(threading.Thread):
                 self._seen_event = event.id
             last = la.ledger.last_progress(la.run_id)
             step = last.step if last else 0
-            for event in list(self.pending):
+            for index, event in list(self.pending):
                 if event.during_checkpoint:
                     fire = writing is not None and writing_step >= (event.at_step or 0)
                 else:
@@ -62,8 +69,8 @@ class Injector(threading.Thread):
                     target = self._pick(event, writing)
                     if target is None:
                         continue
-                    self.pending.remove(event)
-                    self._fire(preempt, target, event.notice_s)
+                    self.pending.remove((index, event))
+                    self._fire(preempt, target, event.notice_s, index)
             if self.schedule.rate_per_node_hour:
                 alive = la.members
                 if self.next_rate_at is None:
@@ -73,7 +80,7 @@ class Injector(threading.Thread):
                     live = [n for n in alive if n.node_id in up]
                     if live:
                         node = live[int(self.clock.rng.random() * len(live))]
-                        self._fire(preempt, node.node_id, None)
+                        self._fire(preempt, node.node_id, None, None)
                     self.next_rate_at = self.clock.next_after(elapsed, len(alive))
 
     def _pick(self, event, writing: str | None) -> str | None:  # noqa: ANN001
@@ -89,10 +96,10 @@ class Injector(threading.Thread):
             return writing
         return members[-1]
 
-    def _fire(self, preempt, node_id: str, notice_s: float | None) -> None:  # noqa: ANN001
+    def _fire(self, preempt, node_id: str, notice_s: float | None, index: int | None) -> None:  # noqa: ANN001
         notice = self.schedule.notice_s if notice_s is None else notice_s
         la = self.launcher
-        la.ledger.event(la.run_id, EventKind.PREEMPTION_INJECTED, node_id=node_id, notice_s=notice)
+        la.ledger.event(la.run_id, EventKind.PREEMPTION_INJECTED, node_id=node_id, notice_s=notice, event=index)
         try:
             preempt(node_id, notice_s=notice)
         except GeotrainError as exc:

@@ -27,7 +27,9 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import signal
+import socket
 import sys
 import threading
 import time
@@ -39,11 +41,11 @@ from pathlib import Path
 from geotrain.billing import run_cost
 from geotrain.config import sync_to_mapping
 from geotrain.domain import Offer, Plan
-from geotrain.errors import GeotrainError, ProviderError, RunError
+from geotrain.errors import GeotrainError, InputError, ProviderError, RunError
 from geotrain.files import atomic_write_text, geotrain_home
 from geotrain.launcher.injector import Injector
 from geotrain.launcher.options import LaunchOptions, RunOutcome, Status
-from geotrain.launcher.provisioning import boot_failed, launch_missing, replan, survivors_of
+from geotrain.launcher.provisioning import boot_failed, launch_missing, replan, survivors_of, track_untracked
 from geotrain.launcher.training import Training, resolve_training
 from geotrain.ledger import EventKind, Ledger, RunStatus
 from geotrain.procs import environ_has
@@ -80,6 +82,8 @@ class Launcher:
         self._procs: dict[str, NodeProcess] = {}
         self.members: list[NodeInfo] = []
         self._store = None
+        self._listener = None
+        self._store_secret = ""
         self._cost_at = 0.0
         self._costs: deque[tuple[float, float]] = deque()  # (time, cost) over the last SPEND_WINDOW_S
         self.workdir = Path.cwd()  # a user's command runs where the launcher was started
@@ -101,6 +105,7 @@ class Launcher:
 
         self.run_id = run_id or f"run-{time.strftime('%Y%m%d-%H%M%S')}-{os.urandom(3).hex()}"
         url = self.options.checkpoint_url or str(self.run_dir / "checkpoints")
+        check_checkpoint_url(url)
         self.options = replace(self.options, checkpoint_url=url)
         t = self.training
         self.ledger.create_run(
@@ -130,6 +135,8 @@ class Launcher:
             self.blocked[event.detail["scope"]] = event.detail["until"]
         generations = self.ledger.events(run_id, kinds=(EventKind.GENERATION_STARTED,))
         self.generation = max((e.detail["generation"] for e in generations), default=0)
+        if generations:
+            self.training_started_at = generations[0].at  # the schedule's at_s counts from the run's start
         self.preemptions = len(self.ledger.events(run_id, kinds=(EventKind.PREEMPTED,)))
         self.restarts = len(self.ledger.events(run_id, kinds=(EventKind.WORKER_FAILED,)))
         if generations:
@@ -149,7 +156,8 @@ class Launcher:
         if threading.current_thread() is threading.main_thread():
             for sig in previous:
                 signal.signal(sig, lambda s, f: self.request_stop("interrupted" if s == signal.SIGINT else "stopped"))
-        self._store = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)
+        self._store, self._listener = open_store(dist, self.provider.capabilities.shared_host)
+        self._store_secret = secrets.token_hex(16)
         injector = Injector(self)
         injector.start()
         try:
@@ -167,6 +175,8 @@ class Launcher:
                 for sig, handler in previous.items():
                     signal.signal(sig, handler)
             self._store = None
+            if self._listener is not None:
+                self._listener.close()
 
     # -- the loop -------------------------------------------------------------------------------
 
@@ -208,6 +218,7 @@ class Launcher:
 
     def _provision(self) -> list[NodeInfo]:
         """The nodes of the next generation: launch what is missing, re-plan around what fails."""
+        track_untracked(self)
         self._record_ended()
         for _ in range(MAX_PROVISION_ROUNDS):
             failures = launch_missing(self)
@@ -284,7 +295,7 @@ class Launcher:
             "target_steps": self.options.steps, "checkpoint_url": self.options.checkpoint_url,
             "checkpoint_every": self.options.checkpoint_every,
             "progress_every": self.options.progress_every, "collective_timeout_s": self.options.collective_timeout_s,
-            "store": {"host": "127.0.0.1", "port": self._store.port}, "nodes": table,
+            "store": {"host": "127.0.0.1", "port": self._store.port, "prefix": self._store_secret}, "nodes": table,
             "backend": self._backend(members),
         }
         path = self.run_dir / f"generation-{self.generation}.json"
@@ -444,6 +455,31 @@ class Launcher:
                     + (f" {e.node_id}" if e.node_id else "") for e in self.ledger.events(self.run_id)[-6:]]
         if self.on_status is not None:
             self.on_status(s)
+
+
+def open_store(dist, shared_host: bool):  # noqa: ANN001, ANN201 - torch.distributed is imported by the caller
+    """The launcher's rendezvous store, listening where the nodes need it and nowhere else: on loopback
+    when every node is a process on this machine. torch's TCPStore has no authentication, so its keys
+    also live under a per-run random prefix that only the run's (private) generation files carry."""
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind(("127.0.0.1" if shared_host else "0.0.0.0", 0))
+    listener.listen(512)
+    store = dist.TCPStore("127.0.0.1", listener.getsockname()[1], is_master=True, wait_for_workers=False,
+                          master_listen_fd=listener.fileno())
+    return store, listener
+
+
+def check_checkpoint_url(url: str) -> None:
+    """Refuse a checkpoint location the workers cannot share, before any node starts: one that cannot
+    be written (a probe is written, read back and deleted), or this process's own memory."""
+    from geotrain.train.checkpoint import CheckpointStore
+
+    store = CheckpointStore(url)
+    if store.in_process_memory:
+        raise InputError(f"--checkpoint-url {url!r}: memory:// lives in one process's memory, and every worker "
+                         "is a process of its own; give a directory or an object store URL (s3://, gs://, az://)")
+    store.probe()
 
 
 def _node_dir(provider: Provider, node_id: str) -> Path | None:

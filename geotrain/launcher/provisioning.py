@@ -58,9 +58,12 @@ def launch_missing(la: Launcher) -> list[LaunchFailure]:
     new: list[NodeInfo] = []
     for offer_id, count in sorted(la.wanted.items()):
         offer = la.offers[offer_id]
-        for k in range(max(0, count - have[offer_id])):
-            if _is_blocked(la, offer):
-                break
+        missing = max(0, count - have[offer_id])
+        if missing and _is_blocked(la, offer):  # e.g. a resumed launcher's mix meets a zone blocked since
+            failures.append(LaunchFailure("blocked", offer.location.zone_scope, offer_id,
+                                          f"{missing} wanted node(s) in a blocked scope"))
+            continue
+        for k in range(missing):
             request = LaunchRequest(f"{la.run_id}/{offer_id}/{launched_before[offer_id] + k}", la.run_id, offer)
             try:
                 node = _launch_one(la, request)
@@ -85,6 +88,26 @@ def launch_missing(la: Launcher) -> list[LaunchFailure]:
                 failures.append(boot_failed(la, node.node_id, node.location.zone_scope, node.offer_id,
                                             "the node was gone right after its launch"))
     return failures
+
+
+def track_untracked(la: Launcher) -> None:
+    """Put in the ledger every node the provider holds for the run that the ledger lacks (a launcher
+    killed while a node booted, a launch whose timeout hid a node that showed up later): a node of a
+    known offer is adopted; one of an unknown offer is terminated, so that nothing runs unaccounted."""
+    known = {row.node_id for row in la.ledger.nodes(la.run_id)}
+    for node in la.provider.list(la.run_id):
+        if node.node_id in known:
+            continue
+        offer = la.offers.get(node.offer_id)
+        if offer is None:
+            if not node.ended:
+                la.provider.terminate(node.node_id, reason="untracked")
+            la.ledger.event(la.run_id, EventKind.RECONCILED, node_id=node.node_id, offer_id=node.offer_id,
+                            found=[node.node_id], reason="a node of an offer this run does not know: terminated")
+            continue
+        record_node(la, node, offer)  # an ended one is then recorded (once) by the launcher's _record_ended
+        la.ledger.event(la.run_id, EventKind.RECONCILED, node_id=node.node_id, offer_id=node.offer_id,
+                        found=[node.node_id], reason="a node the ledger did not know yet: adopted")
 
 
 def boot_failed(la: Launcher, node_id: str, scope: str, offer_id: str, why: str) -> LaunchFailure:

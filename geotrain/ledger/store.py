@@ -20,6 +20,7 @@ make that safe. Every write is one short transaction.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import time
 from collections.abc import Iterator
@@ -29,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from geotrain.errors import NotFoundError
-from geotrain.files import geotrain_home
+from geotrain.files import PRIVATE_FILE, geotrain_home
 from geotrain.ledger.rows import Event, EventKind, LinkBytes, NodeRow, PricePoint, ProgressRow, RunRow, RunStatus
 
 SCHEMA = """
@@ -113,6 +114,8 @@ class Ledger:
     def __init__(self, path: Path | None = None) -> None:
         self.path = Path(path) if path is not None else geotrain_home() / "ledger.sqlite"
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        if not self.path.exists():  # private: it holds the user's command lines and runs
+            os.close(os.open(self.path, os.O_CREAT | os.O_WRONLY, PRIVATE_FILE))
         self._conn = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
         self._conn.execute("PRAGMA journal_mode=WAL")
         self._conn.execute("PRAGMA busy_timeout=30000")

@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import re
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -184,6 +185,9 @@ def bundled_snapshot() -> PriceSnapshot:
     return PriceSnapshot(content_id(data), BUNDLED, newest, None, table, data)
 
 
+SNAPSHOT_ID = re.compile(r"snap-[0-9a-f]{16}")
+
+
 class SnapshotStore:
     """Snapshots kept under a directory (``GEOTRAIN_HOME/snapshots`` by default)."""
 
@@ -191,6 +195,9 @@ class SnapshotStore:
         self.root = Path(root) if root is not None else geotrain_home() / "snapshots"
 
     def _paths(self, snapshot_id: str) -> tuple[Path, Path]:
+        if not SNAPSHOT_ID.fullmatch(snapshot_id):  # checked before any path is built from it
+            raise NotFoundError(f"{snapshot_id!r} is not a snapshot id (snap- and 16 hex digits, or {BUNDLED!r}); "
+                                "see `geotrain catalog snapshots`")
         return self.root / f"{snapshot_id}.csv", self.root / f"{snapshot_id}.json"
 
     def save(self, snapshot: PriceSnapshot) -> Path:

@@ -171,6 +171,29 @@ class CheckpointStore:
         raise OSError(f"checkpoint {self._fs.unstrip_protocol(ckpt_dir)} did not verify after "
                       f"{_SAVE_ATTEMPTS} writes ({result}); is something else writing to it?")
 
+    def probe(self) -> None:
+        """Write, read back and delete a small object under the base URL: InputError naming the URL
+        if the location cannot hold checkpoints (the launcher asks before any node starts)."""
+        name = posixpath.join(self._root, f".probe-{uuid.uuid4().hex}")
+        payload = f"geotrain checkpoint probe {uuid.uuid4().hex}".encode()
+        url = self._fs.unstrip_protocol(self._root)
+        try:
+            with self._fs.open(name, "wb") as handle:
+                handle.write(payload)
+            back = self._fs.cat_file(name)
+            self._fs.rm(name)
+        except Exception as exc:  # the backends raise their own types
+            raise InputError(f"cannot use checkpoint location {url!r}: writing a probe failed "
+                             f"({type(exc).__name__}: {exc}); give a directory or bucket path that is "
+                             "writable") from exc
+        if back != payload:
+            raise InputError(f"cannot use checkpoint location {url!r}: a probe read back differently")
+
+    @property
+    def in_process_memory(self) -> bool:
+        """The location is this process's memory (``memory://``): other processes cannot see it."""
+        return "memory" in (self._fs.protocol if isinstance(self._fs.protocol, tuple) else (self._fs.protocol,))
+
     def latest(self) -> CheckpointInfo | None:
         """The newest checkpoint that verifies, or None. Never raises for a damaged checkpoint.
 

@@ -92,7 +92,7 @@ def main(argv: list[str]) -> int:
     store_cfg = config["store"]
     base_store = dist.TCPStore(store_cfg["host"], store_cfg["port"], is_master=False,
                                timeout=timedelta(seconds=60))
-    store = dist.PrefixStore(f"gen{generation}/", base_store)
+    store = dist.PrefixStore(f"{store_cfg.get('prefix', '')}/gen{generation}/", base_store)
     if world > 1:
         dist.init_process_group(backend, store=store, rank=rank, world_size=world,
                                 timeout=timedelta(seconds=config.get("collective_timeout_s", 60)))
