@@ -118,7 +118,7 @@ def parse_sync(fields: Fields) -> SyncSettings:
             raise section.fail("strategy", f"{inner!r} contradicts strategy: {strategy!r}; give it once")
         strategy = strategy or inner
         for name in ("target_batch_size", "local_steps", "accumulation_steps", "micro_batches"):
-            value = section.whole(name, None, minimum=1)
+            value = section.whole(name, None, minimum=1, maximum=10**9)
             if value is not None:
                 values[name] = value
         precision = section.choice("precision", PRECISIONS, None)
@@ -127,7 +127,10 @@ def parse_sync(fields: Fields) -> SyncSettings:
         section.finish()
     if strategy is not None:
         values["strategy"] = SyncStrategyName(strategy)
-    return SyncSettings(**values)
+    try:
+        return SyncSettings(**values)
+    except ValueError as exc:
+        raise fields.fail("sync", str(exc)) from None
 
 
 def sync_to_mapping(sync: SyncSettings) -> dict:

@@ -89,8 +89,8 @@ class SyncSettings:
             raise ValueError(f"precision {self.precision!r} is not one of {', '.join(PRECISIONS)}")
         for name in ("target_batch_size", "local_steps", "accumulation_steps", "micro_batches"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a whole number >= 1, got {value!r}")
+            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 10**9:
+                raise ValueError(f"{name} must be a whole number from 1 to 1e9, got {value!r}")
 
     def describe(self) -> str:
         """The settings that matter for this strategy, in words."""

@@ -10,6 +10,8 @@ get blown.
 from __future__ import annotations
 
 import difflib
+import os
+import stat
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -19,17 +21,38 @@ from geotrain.errors import InputError
 _MISSING = object()
 
 
+LARGEST = 1e15  # the largest number a user's file may give (counts, dollars, hours, samples)
+MAX_FILE_BYTES = 256 * 2**20  # a user's spec, trace, inventory, plan or catalog file
+MAX_DEPTH = 64  # nesting of lists and mappings in a YAML or JSON file
+
+
 def read_text(path: Path, error: type[InputError]) -> str:
-    """A user's text file as str; missing, unreadable, empty or non-UTF-8 files raise ``error``."""
+    """A user's text file as str: the one reader of user files. Only a regular file of at most
+    :data:`MAX_FILE_BYTES` is read (a FIFO, a device or ``/dev/zero`` is refused without waiting on
+    it); missing, unreadable, empty or non-UTF-8 files raise ``error``."""
     path = Path(path)
     try:
-        data = path.read_bytes()
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # opening a FIFO must not wait for a writer
     except FileNotFoundError as exc:
         raise error(f"{path}: no such file; check the path") from exc
     except IsADirectoryError as exc:
         raise error(f"{path}: is a directory, not a file") from exc
     except OSError as exc:
         raise error(f"{path}: cannot be read ({exc.strerror})") from exc
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(handle.fileno())
+        if stat.S_ISDIR(info.st_mode):
+            raise error(f"{path}: is a directory, not a file")
+        if not stat.S_ISREG(info.st_mode):
+            raise error(f"{path}: is not a regular file (a pipe, socket or device); give a file")
+        if info.st_size > MAX_FILE_BYTES:
+            raise error(f"{path}: {info.st_size:,} bytes is more than the {MAX_FILE_BYTES // 2**20} MiB geotrain reads")
+        try:
+            data = handle.read(MAX_FILE_BYTES + 1)
+        except OSError as exc:
+            raise error(f"{path}: cannot be read ({exc.strerror})") from exc
+    if len(data) > MAX_FILE_BYTES:
+        raise error(f"{path}: more than the {MAX_FILE_BYTES // 2**20} MiB geotrain reads")
     if not data.strip():
         raise error(f"{path}: the file is empty")
     try:
@@ -41,17 +64,87 @@ def read_text(path: Path, error: type[InputError]) -> str:
         ) from exc
 
 
-def parse_yaml(text: str, path: Path | str, error: type[InputError]) -> Any:
-    """Parse YAML (or JSON) text; a syntax error names the file, line and column."""
+def _loader():  # noqa: ANN202 - yaml is imported lazily
+    """A safe YAML loader that refuses a mapping with a key given twice (YAML would keep the last)."""
     import yaml
 
+    class StrictLoader(yaml.SafeLoader):
+        def construct_mapping(self, node, deep=False):  # noqa: ANN001, ANN201
+            seen = set()
+            for key_node, _ in node.value:
+                key = self.construct_object(key_node, deep=deep)
+                try:
+                    duplicate = key in seen
+                except TypeError:  # an unhashable key: the base class says so
+                    break
+                if duplicate:
+                    raise yaml.constructor.ConstructorError(
+                        None, None, f"key {key!r} appears more than once in one mapping", key_node.start_mark)
+                seen.add(key)
+            return super().construct_mapping(node, deep=deep)
+
+    return StrictLoader
+
+
+def check_depth(value: Any, where: str, error: type[InputError]) -> Any:
+    """``value`` if its lists and mappings nest at most :data:`MAX_DEPTH` deep, else ``error``."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, (list, tuple, Mapping)):
+            if depth > MAX_DEPTH:
+                raise error(f"{where}: lists and mappings nest more than {MAX_DEPTH} deep")
+            children = item.values() if isinstance(item, Mapping) else item
+            stack.extend((child, depth + 1) for child in children)
+    return value
+
+
+def _too_deep(text: str, open_chars: str, close_chars: str) -> bool:
+    """Whether brackets in ``text`` nest more than MAX_DEPTH deep (a cheap look before parsing, so that
+    the parsers' recursion is never reached; quoted brackets count too, which only errs on the safe side
+    for absurd files)."""
+    depth = 0
+    for ch in text:
+        if ch in open_chars:
+            depth += 1
+            if depth > MAX_DEPTH:
+                return True
+        elif ch in close_chars:
+            depth = max(0, depth - 1)
+    return False
+
+
+def parse_yaml(text: str, path: Path | str, error: type[InputError]) -> Any:
+    """Parse YAML (or JSON) text; a syntax error names the file, line and column. A key given twice in
+    one mapping and nesting deeper than :data:`MAX_DEPTH` are errors too."""
+    import yaml
+
+    if _too_deep(text, "[{", "]}"):
+        raise error(f"{path}: lists and mappings nest more than {MAX_DEPTH} deep")
     try:
-        return yaml.safe_load(text)
+        data = yaml.load(text, Loader=_loader())  # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise error(f"{path}: not valid YAML{where}: {problem}") from exc
+    except RecursionError as exc:
+        raise error(f"{path}: lists and mappings nest more than {MAX_DEPTH} deep") from exc
+    return check_depth(data, str(path), error)
+
+
+def parse_json(text: str, path: Path | str, error: type[InputError]) -> Any:
+    """Parse JSON text; errors name the line and column; nesting is capped as for YAML."""
+    import json
+
+    if _too_deep(text, "[{", "]}"):
+        raise error(f"{path}: lists and objects nest more than {MAX_DEPTH} deep")
+    try:
+        return check_depth(json.loads(text), str(path), error)
+    except json.JSONDecodeError as exc:
+        raise error(f"{path}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from exc
+    except RecursionError as exc:
+        raise error(f"{path}: lists and objects nest more than {MAX_DEPTH} deep") from exc
 
 
 def load_yaml_mapping(path: Path, error: type[InputError]) -> Mapping[str, Any]:
@@ -118,7 +211,7 @@ class Fields:
         return value
 
     def number(self, key: str, default: Any = _MISSING, *, minimum: float | None = None,
-               above: float | None = None, maximum: float | None = None) -> Any:
+               above: float | None = None, maximum: float | None = LARGEST) -> Any:
         value = self._get(key, default)
         if value is default:
             return value
@@ -135,7 +228,8 @@ class Fields:
             raise self.fail(key, f"must be <= {maximum:g}, got {value:g}")
         return value
 
-    def whole(self, key: str, default: Any = _MISSING, *, minimum: int | None = None) -> Any:
+    def whole(self, key: str, default: Any = _MISSING, *, minimum: int | None = None,
+              maximum: int | None = int(LARGEST)) -> Any:
         value = self._get(key, default)
         if value is default:
             return value
@@ -146,6 +240,8 @@ class Fields:
                 raise self.fail(key, f"must be a whole number, got {value!r}")
         if minimum is not None and value < minimum:
             raise self.fail(key, f"must be a whole number >= {minimum}, got {value}")
+        if maximum is not None and value > maximum:
+            raise self.fail(key, f"must be a whole number <= {maximum:g}, got {value:g}")
         return value
 
     def flag(self, key: str, default: Any = _MISSING) -> Any:

@@ -47,7 +47,7 @@ def select_runs(ledger: Ledger, run_id: str | None, all_runs: bool, since: str |
 
 def cost_reports(run_id: str | None = None, *, all_runs: bool = False, since: str | None = None,
                  ledger: Ledger | None = None, plot: Path | None = None) -> list[RunCosts]:
-    ledger = ledger or Ledger()
+    ledger = ledger or Ledger(create=False)
     store = SnapshotStore()
     out = []
     for run in select_runs(ledger, run_id, all_runs, since):

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from geotrain.errors import InputError
-from geotrain.launcher.loop import Launcher
+from geotrain.launcher.loop import Launcher, check_checkpoint_url
 from geotrain.launcher.options import LaunchOptions, RunOutcome, Status
 from geotrain.launcher.preemptions import PreemptionSchedule, load_trace, parse_times
 from geotrain.launcher.training import Training, resolve_training
@@ -60,6 +60,8 @@ def launch(plan_path: Path, options: LaunchOptions, *, provider_name: str | None
     """Train the plan on the provider (default: the one the plan was made for, else the local one)."""
     plan = load_plan(plan_path)
     resolve_training(plan, options)  # refuse what cannot be trained before any provider is touched
+    if options.checkpoint_url:
+        check_checkpoint_url(options.checkpoint_url)  # and a checkpoint location the workers cannot use
     provider = get_provider(provider_name or plan.provider or LOCAL_PROVIDER, options)
     provider.check_credentials()
     launcher = Launcher(plan, provider, options=options, on_status=on_status)
@@ -70,7 +72,7 @@ def launch(plan_path: Path, options: LaunchOptions, *, provider_name: str | None
 
 
 def resume(run_id: str, *, on_status: Callable[[Status], None] | None = None) -> RunOutcome:
-    ledger = Ledger()
+    ledger = Ledger(create=False)
     row = ledger.run(run_id)
     if row.status in (RunStatus.COMPLETED, RunStatus.STOPPED):
         raise InputError(f"run {run_id} is {row.status}; nothing to resume")

@@ -50,17 +50,17 @@ def job_mapping(request: PlanRequest) -> tuple[dict[str, Any], str, Path]:
     data.setdefault("name", "job")
     given_sync = {k: v for k, v in request.sync_flags.items() if v is not None}
     if given_sync:
-        sync = dict(data.get("sync") or {})
+        sync = _section(data, "sync", origin)
         if "strategy" in given_sync:  # a flag overrides the file's strategy wherever the file says it
             data.pop("strategy", None)
         sync.update(given_sync)
         data["sync"] = sync
-    constraints = dict(data.get("constraints") or {})
+    constraints = _section(data, "constraints", origin)
     constraints.update({k: v for k, v in request.constraint_flags.items() if v is not None})
     if constraints:
         data["constraints"] = constraints
     if request.onprem is not None or request.onprem_required is not None:
-        onprem = dict(data.get("onprem") or {})
+        onprem = _section(data, "onprem", origin)
         if request.onprem is not None:
             onprem["inventory"] = str(request.onprem.resolve())
         if request.onprem_required is not None:
@@ -69,6 +69,16 @@ def job_mapping(request: PlanRequest) -> tuple[dict[str, Any], str, Path]:
     if "workload" not in data:
         raise JobSpecError(f"{origin}: workload: required; give --workload or a spec file with one")
     return data, origin, base
+
+
+def _section(data: dict[str, Any], key: str, origin: str) -> dict[str, Any]:
+    """A section of the spec as a dict to merge flags into (the parser checks its fields later)."""
+    value = data.get(key)
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise JobSpecError(f"{origin}: {key}: must be a mapping of field: value, got {type(value).__name__}")
+    return dict(value)
 
 
 def run_plan(request: PlanRequest, *, output: Path | None = None, plot: Path | None = None) -> Plan:

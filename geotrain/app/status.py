@@ -32,7 +32,12 @@ class RunSummary:
 
 
 def status(run_id: str | None = None) -> list[RunSummary]:
-    ledger = Ledger()
+    try:
+        ledger = Ledger(create=False)
+    except NotFoundError:
+        if run_id is None:
+            return []
+        raise NotFoundError(f"no run {run_id!r}: geotrain has not run anything here yet") from None
     rows = [ledger.run(run_id)] if run_id else ledger.runs()
     out = []
     for row in rows:
@@ -60,7 +65,7 @@ def _effective_status(row: RunRow) -> str:
 
 
 def latest_run() -> str:
-    run_id = Ledger().latest_run_id()
+    run_id = Ledger(create=False).latest_run_id()
     if run_id is None:
         raise NotFoundError("no run yet; start one with `geotrain launch plan.json`")
     return run_id

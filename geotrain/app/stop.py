@@ -15,7 +15,7 @@ from geotrain.providers.base import NodeState
 
 def stop(run_id: str, *, wait_s: float = 30.0) -> str:
     """Stop a run: ask its launcher to stop, or, when the launcher is gone, terminate its nodes here."""
-    ledger = Ledger()
+    ledger = Ledger(create=False)
     row = ledger.run(run_id)
     if row.launcher_pid and pid_alive(row.launcher_pid) and row.launcher_pid != os.getpid() \
             and row.status == RunStatus.RUNNING:

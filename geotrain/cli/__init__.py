@@ -32,6 +32,10 @@ class GeotrainGroup(TyperGroup):
         except KeyboardInterrupt:
             typer.echo("interrupted", err=True)
             ctx.exit(EXIT_INTERRUPTED)
+        except typer.BadParameter as exc:  # a flag's value out of range: one line, as every input error
+            typer.echo(f"error: {exc.format_message()}; see `{ctx.command_path} "
+                       f"{ctx.invoked_subcommand or ''} --help`".replace("  ", " "), err=True)
+            ctx.exit(2)
         except (typer.TyperException, typer.Exit, typer.Abort):  # usage errors, --help, exits: typer's own
             raise
         except OSError as exc:  # a file or device the user pointed at

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from geotrain.cli.render import checked, console, percent, print_json, split_values, usd
+from geotrain.cli.render import checked, console, finite, percent, print_json, split_values, usd
 from geotrain.domain import Continent, Market
 
 app = typer.Typer(help="Look at and manage the price catalog (offers of all clouds and your own machines).",
@@ -26,8 +26,8 @@ def list_offers(
                                           help="Accelerator model, e.g. T4, A100 (also matches A100-80GB)."),
     market: list[str] = typer.Option(None, "--market", help="spot, on_demand or owned."),
     instance_type: list[str] = typer.Option(None, "--instance-type", help="Instance type, e.g. g4dn.xlarge."),
-    max_price: float = typer.Option(None, "--max-price", min=0, help="Highest price per node, USD/h."),
-    limit: int = typer.Option(None, "--limit", min=0,
+    max_price: float = typer.Option(None, "--max-price", callback=finite(0, 1e6), help="Highest price per node, USD/h."),
+    limit: int = typer.Option(None, "--limit", min=0, max=10**9,
                               help=f"Rows to show (table default {DEFAULT_ROWS}, JSON default all; 0 = all)."),
     snapshot_id: str = typer.Option(None, "--snapshot", help="Snapshot id (default: the current one)."),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON list of offers keyed by schema column."),

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import typer
 
-from geotrain.cli.render import console, print_json, usd
+from geotrain.cli.render import console, finite, print_json, usd
 
 
 def launch(
@@ -19,24 +19,24 @@ def launch(
     train_workload: str = typer.Option(None, "--train-workload",
                                        help="Train this built-in workload (tiny-cnn, tiny-lm) instead of the plan's "
                                             "(recorded as a substitution)."),
-    steps: int = typer.Option(200, "--steps", min=1, help="Train this many steps (global batches)."),
+    steps: int = typer.Option(200, "--steps", min=1, max=10**10 - 1, help="Train this many steps (global batches)."),
     checkpoint_url: str = typer.Option(None, "--checkpoint-url", help="Where checkpoints go (any fsspec URL)."),
-    checkpoint_every: int = typer.Option(20, "--checkpoint-every", min=1, help="Steps between checkpoints."),
+    checkpoint_every: int = typer.Option(20, "--checkpoint-every", min=1, max=10**10 - 1, help="Steps between checkpoints."),
     checkpoint_region: str = typer.Option(None, "--checkpoint-region",
                                           help="cloud/region of the checkpoint storage (prices its traffic)."),
     sync: str = typer.Option(None, "--sync", help="Run allreduce or local-sgd instead of the plan's strategy "
                                                   "(recorded as a substitution)."),
     deterministic: bool = typer.Option(False, "--deterministic",
                                        help="Bit-identical results whatever the node count (slower sync)."),
-    preempt_rate: float = typer.Option(None, "--preempt-rate", min=0, help="Inject preemptions: this many per node-hour."),
+    preempt_rate: float = typer.Option(None, "--preempt-rate", callback=finite(0, 3600), help="Inject preemptions: this many per node-hour."),
     preempt_trace: Path = typer.Option(None, "--preempt-trace", help="Inject preemptions from a trace file."),
     preempt_at: str = typer.Option(None, "--preempt-at", help="Inject preemptions at these seconds, e.g. 10,25."),
-    notice: float = typer.Option(0.0, "--notice", min=0, help="Seconds of notice before an injected preemption."),
-    block_min: float = typer.Option(10.0, "--block-min", min=0, help="Minutes a preempted zone is left out."),
-    max_restarts: int = typer.Option(3, "--max-restarts", min=0, help="Worker failures (not preemptions) allowed."),
-    max_spend_usd: float = typer.Option(None, "--max-spend-usd", min=0,
+    notice: float = typer.Option(0.0, "--notice", callback=finite(0, 86_400), help="Seconds of notice before an injected preemption."),
+    block_min: float = typer.Option(10.0, "--block-min", callback=finite(0, 525_600), help="Minutes a preempted zone is left out."),
+    max_restarts: int = typer.Option(3, "--max-restarts", min=0, max=10_000, help="Worker failures (not preemptions) allowed."),
+    max_spend_usd: float = typer.Option(None, "--max-spend-usd", callback=finite(0, 1e9),
                                         help="Stop when the run has cost this many dollars in all."),
-    seed: int = typer.Option(0, "--seed", help="Seed of the model, the data and the injected preemptions."),
+    seed: int = typer.Option(0, "--seed", min=0, max=2**31 - 1, help="Seed of the model, the data and the injected preemptions."),
     resume_id: str = typer.Option(None, "--resume", help="Adopt the live nodes of a run whose launcher died and go on."),
     as_json: bool = typer.Option(False, "--json", help="Print the outcome as JSON."),
 ) -> None:

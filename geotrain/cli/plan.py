@@ -7,7 +7,7 @@ from typing import Any
 
 import typer
 
-from geotrain.cli.render import console, percent, print_json, split_values, usd
+from geotrain.cli.render import console, finite, percent, print_json, split_values, usd
 from geotrain.domain import PRECISIONS, Objective, SyncSettings, SyncStrategyName
 
 _OBJECTIVES = tuple(o.value for o in Objective)
@@ -47,9 +47,9 @@ def plan(
     precision: str = typer.Option(None, "--precision", help=f"On the wire: {', '.join(PRECISIONS)} (default {_SYNC.precision})."),
     micro_batches: int = typer.Option(None, "--micro-batches", min=1,
                                       help=f"Micro-batches each node trains per step (default {_SYNC.micro_batches})."),
-    recovery_min: float = typer.Option(15.0, "--recovery-min", min=0, help="Minutes of work an interruption costs."),
+    recovery_min: float = typer.Option(15.0, "--recovery-min", callback=finite(0, 10_080), help="Minutes of work an interruption costs."),
     backend: str = typer.Option("CBC", "--backend", help="MIP back end: CBC or SCIP."),
-    time_limit: float = typer.Option(60.0, "--time-limit", min=1, help="Seconds the search may take (then: best found, with its gap)."),
+    time_limit: float = typer.Option(60.0, "--time-limit", callback=finite(1, 86_400), help="Seconds the search may take (then: best found, with its gap)."),
     nodes: str = typer.Option(None, "--nodes", help="Skip the solver: plan exactly this mix (syntax of `geotrain estimate --nodes`)."),
     snapshot_id: str = typer.Option(None, "--snapshot", help="Price snapshot id (default: the current one)."),
     output: Path = typer.Option(None, "-o", "--output", help="Write the plan as JSON (for launch and cost-report)."),

@@ -54,6 +54,21 @@ def sync_settings(**given: Any):  # noqa: ANN201
         raise InputError(f"--{str(exc).split()[0].replace('_', '-')}: {exc}") from None
 
 
+def finite(minimum: float, maximum: float):  # noqa: ANN201 - a typer callback
+    """A callback that accepts a number from ``minimum`` to ``maximum`` (NaN and infinities refused,
+    which click's FloatRange lets through)."""
+    import typer
+
+    def check(value: float | None) -> float | None:
+        if value is None:
+            return value
+        if not math.isfinite(value) or not minimum <= value <= maximum:
+            raise typer.BadParameter(f"{value!r} is not a number from {minimum:g} to {maximum:g}")
+        return value
+
+    return check
+
+
 def usd(value: float | None, digits: int = 4) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "-"

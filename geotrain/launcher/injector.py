@@ -67,6 +67,11 @@ class Injector(threading.Thread):
                             or (event.at_step is not None and step >= event.at_step))
                 if fire:
                     target = self._pick(event, writing)
+                    if target is None and isinstance(event.node, str):  # a node id that is not up: say so, once
+                        self.pending.remove((index, event))
+                        la.ledger.event(la.run_id, EventKind.PREEMPTION_FAILED, node_id=event.node, event=index,
+                                        reason=f"no live node {event.node} in this run when the event was due")
+                        continue
                     if target is None:
                         continue
                     self.pending.remove((index, event))

@@ -73,6 +73,10 @@ def schedule_from_dict(data: dict) -> PreemptionSchedule:
                               tuple(fault_from_dict(f) for f in data.get("faults", [])))
 
 
+MAX_SECONDS = 10 * 365 * 86400.0  # no injected time or notice beyond ten years
+MAX_STEP = 10**10 - 1  # a checkpoint step's range
+
+
 def parse_times(text: str) -> tuple[PreemptionEvent, ...]:
     out = []
     for part in text.split(","):
@@ -83,8 +87,8 @@ def parse_times(text: str) -> tuple[PreemptionEvent, ...]:
             value = float(part)
         except ValueError:
             raise InputError(f"--preempt-at: {part!r} is not a number of seconds") from None
-        if value < 0:
-            raise InputError(f"--preempt-at: {part} is negative")
+        if not math.isfinite(value) or not 0 <= value <= MAX_SECONDS:
+            raise InputError(f"--preempt-at: {part} is not a number of seconds from 0 to {MAX_SECONDS:g}")
         out.append(PreemptionEvent(at_s=value))
     return tuple(out)
 
@@ -94,10 +98,16 @@ def load_trace(path: str | Path) -> tuple[tuple[PreemptionEvent, ...], tuple[Fau
     path = Path(path)
     text = read_text(path, InputError)
     if path.suffix.lower() == ".csv":
-        rows = list(csv.DictReader(io.StringIO(text)))
+        try:
+            rows = list(csv.DictReader(io.StringIO(text)))
+        except csv.Error as exc:
+            raise InputError(f"{path}: not valid CSV ({exc})") from exc
         if not rows or "at_s" not in rows[0]:
             raise InputError(f"{path}: a preemption trace CSV needs the columns at_s[,node,notice_s]")
-        items = [{k: v for k, v in r.items() if v not in (None, "")} for r in rows]
+        for line, row in enumerate(rows, start=2):
+            if None in row or None in row.values():
+                raise InputError(f"{path}: line {line}: the number of fields differs from the header's")
+        items = [{k: _csv_value(k, v) for k, v in r.items() if v not in (None, "")} for r in rows]
     else:
         items = parse_yaml(text, path, InputError)
         if not isinstance(items, list):
@@ -113,11 +123,11 @@ def load_trace(path: str | Path) -> tuple[tuple[PreemptionEvent, ...], tuple[Fau
 
 def _fault(item: dict, where: str) -> Fault:
     known = {"fault", "scope", "times", "after", "made"}
-    unknown = set(item) - known
+    unknown = {str(k) for k in item} - known
     if unknown:
         raise InputError(f"{where}: unknown field {', '.join(sorted(unknown))}; a fault knows {', '.join(sorted(known))}")
     kinds = [k.value for k in FaultKind]
-    if item["fault"] not in kinds:
+    if not isinstance(item["fault"], str) or item["fault"] not in kinds:
         raise InputError(f"{where}: fault {item['fault']!r} is not one of {', '.join(kinds)}")
     scope = item.get("scope")
     if scope is not None and (not isinstance(scope, str) or not scope.strip()):
@@ -133,25 +143,55 @@ def _fault(item: dict, where: str) -> Fault:
     return Fault(FaultKind(item["fault"]), scope.strip() if scope else None, times, after, made)
 
 
+def _csv_value(key: str, value: str) -> object:
+    """A CSV cell as the YAML form would give it: numbers as numbers."""
+    if key in ("at_s", "notice_s"):
+        try:
+            return float(value)
+        except ValueError:
+            return value
+    if key in ("at_step", "node") and value.strip().isdigit():
+        return int(value)
+    return value
+
+
+def _number(item: dict, key: str, where: str, *, whole: bool = False) -> float | int | None:
+    if key not in item:
+        return None
+    value = item[key]
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InputError(f"{where}: {key} must be a number, got {value!r}")
+    limit = MAX_STEP if whole else MAX_SECONDS
+    if not math.isfinite(value) or not 0 <= value <= limit:
+        raise InputError(f"{where}: {key} must be a number from 0 to {limit:g}, got {value!r}")
+    if whole:
+        if isinstance(value, float) and not value.is_integer():
+            raise InputError(f"{where}: {key} must be a whole number, got {value!r}")
+        return int(value)
+    return float(value)
+
+
 def _event(item: object, where: str) -> PreemptionEvent:
     if not isinstance(item, dict):
         raise InputError(f"{where}: not a mapping")
     known = {"at_s", "at_step", "during_checkpoint", "node", "notice_s"}
-    unknown = set(item) - known
+    unknown = {str(k) for k in item} - known
     if unknown:
         raise InputError(f"{where}: unknown field {', '.join(sorted(unknown))}; known: {', '.join(sorted(known))}")
-    try:
-        at_s = float(item["at_s"]) if "at_s" in item else None
-        at_step = int(item["at_step"]) if "at_step" in item else None
-        notice = float(item["notice_s"]) if "notice_s" in item else None
-    except (TypeError, ValueError):
-        raise InputError(f"{where}: at_s, at_step and notice_s must be numbers") from None
-    during = bool(item.get("during_checkpoint", False))
+    at_s = _number(item, "at_s", where)
+    at_step = _number(item, "at_step", where, whole=True)
+    notice = _number(item, "notice_s", where)
+    during = item.get("during_checkpoint", False)
+    if not isinstance(during, bool):
+        raise InputError(f"{where}: during_checkpoint must be true or false, got {during!r}")
     if during and at_s is not None or not during and (at_s is None) == (at_step is None):
         raise InputError(f"{where}: give one of at_s, at_step, during_checkpoint (which may have an at_step)")
     node = item.get("node")
-    if isinstance(node, str) and node.isdigit():
+    if isinstance(node, str) and node.strip().isdigit():
         node = int(node)
+    if node is not None and not (isinstance(node, int) and not isinstance(node, bool) and node >= 0
+                                 or isinstance(node, str) and node.strip()):
+        raise InputError(f"{where}: node must be an index (0, 1, …) into the live nodes or a node id, got {node!r}")
     return PreemptionEvent(at_s, at_step, during, node, notice)
 
 

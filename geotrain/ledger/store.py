@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from geotrain.errors import NotFoundError
-from geotrain.files import PRIVATE_FILE, geotrain_home
+from geotrain.files import PRIVATE_FILE, geotrain_home, home_path
 from geotrain.ledger.rows import Event, EventKind, LinkBytes, NodeRow, PricePoint, ProgressRow, RunRow, RunStatus
 
 SCHEMA = """
@@ -111,8 +111,14 @@ def now_iso() -> str:
 class Ledger:
     """One SQLite database; open a ``Ledger`` per process (connections are not shared)."""
 
-    def __init__(self, path: Path | None = None) -> None:
-        self.path = Path(path) if path is not None else geotrain_home() / "ledger.sqlite"
+    def __init__(self, path: Path | None = None, *, create: bool = True) -> None:
+        """``create=False``: a command that only reads runs (status, stop, cost-report, resume) finds no
+        ledger yet as NotFoundError, and writes nothing."""
+        self.path = Path(path) if path is not None else home_path() / "ledger.sqlite"
+        if not create and not self.path.exists():
+            raise NotFoundError("no run yet (geotrain has no ledger here); start one with `geotrain launch plan.json`")
+        if path is None:
+            geotrain_home()  # created private
         self.path.parent.mkdir(parents=True, exist_ok=True)
         if not self.path.exists():  # private: it holds the user's command lines and runs
             os.close(os.open(self.path, os.O_CREAT | os.O_WRONLY, PRIVATE_FILE))

@@ -25,7 +25,7 @@ from geotrain.domain import Baseline, Objective, Plan, PlanItem, PlanTotals, Sol
 from geotrain.errors import InputError
 from geotrain.files import atomic_write_text
 from geotrain.pricing.records import offer_record, offers_from_records
-from geotrain.specfile import Fields, read_text
+from geotrain.specfile import Fields, parse_json, read_text
 
 FORMAT = "geotrain-plan/2"
 _OLD_FORMAT = "geotrain-plan/1"
@@ -79,11 +79,7 @@ def save_plan(plan: Plan, path: str | Path) -> None:
 
 def load_plan(path: str | Path) -> Plan:
     path = Path(path)
-    text = read_text(path, InputError)
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{path}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from exc
+    data = parse_json(read_text(path, InputError), path, InputError)
     if not isinstance(data, Mapping):
         raise InputError(f"{path}: not a geotrain plan (the top level is not an object)")
     return plan_from_dict(data, str(path))
@@ -131,7 +127,7 @@ def plan_from_dict(data: Mapping[str, Any], origin: str) -> Plan:
         provider=options.text("provider", None),
         frontier=_frontier(data.get("frontier") or [], origin),
         baseline=baseline,
-        assumptions=tuple(str(a) for a in data.get("assumptions") or []),
+        assumptions=_assumptions(data.get("assumptions"), origin),
     )
     return plan
 
@@ -148,6 +144,14 @@ def _upgrade(data: Mapping[str, Any]) -> dict[str, Any]:
     out["planning"] = {"recovery_h": old.get("recovery_h", 0.25)}
     out["format"] = FORMAT
     return out
+
+
+def _assumptions(value: Any, origin: str) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not all(isinstance(a, str) for a in value):
+        raise InputError(f"{origin}: assumptions: must be a list of texts")
+    return tuple(value)
 
 
 def _time(fields: Fields, key: str) -> datetime:

@@ -91,8 +91,10 @@ def test_show_summary_json():
 
 
 def test_unknown_snapshot_exits_2():
-    result = run("catalog", "show", "snap-doesnotexist")
-    assert result.exit_code == 2 and "no snapshot 'snap-doesnotexist'" in result.stderr
+    result = run("catalog", "show", "snap-0123456789abcdef")
+    assert result.exit_code == 2 and "no snapshot 'snap-0123456789abcdef'" in result.stderr
+    result = run("catalog", "show", "../../outside")  # never joined into a path
+    assert result.exit_code == 2 and "is not a snapshot id" in result.stderr
 
 
 def test_every_command_has_help_that_exits_0():

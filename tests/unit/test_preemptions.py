@@ -23,8 +23,9 @@ def test_preempt_at_parses_seconds_and_rejects_bad_values():
                                          PreemptionEvent(at_s=16.5))
     with pytest.raises(InputError, match="'ten' is not a number"):
         parse_times("4,ten")
-    with pytest.raises(InputError, match="negative"):
-        parse_times("-1")
+    for bad in ("-1", "nan", "inf", "1e400"):
+        with pytest.raises(InputError, match="is not a number of seconds from 0"):
+            parse_times(bad)
 
 
 def test_csv_trace(tmp_path):
@@ -76,7 +77,13 @@ def test_a_broken_fault_is_an_input_error(tmp_path, text, message):
 @pytest.mark.parametrize("text, message", [
     ("- {at_s: 1, at_step: 2}\n", "give one of at_s, at_step, during_checkpoint"),
     ("- {node: 1}\n", "give one of"),
-    ("- {at_s: soon}\n", "must be numbers"),
+    ("- {at_s: soon}\n", "at_s must be a number"),
+    ("- {at_step: -.inf}\n", "at_step must be a number from 0"),
+    ("- {at_s: .nan}\n", "at_s must be a number from 0"),
+    ("- {at_s: 1, notice_s: -2}\n", "notice_s must be a number from 0"),
+    ("- {during_checkpoint: 'false'}\n", "during_checkpoint must be true or false"),
+    ("- {at_s: 1, node: [1]}\n", "node must be an index"),
+    ("- {at_s: 1}\n- {at_s: 1, at_s: 2}\n", "appears more than once"),
     ("- {at_s: 1, when: 2}\n", "unknown field when"),
     ("at_s: 1\n", "is a list of events"),
     ("- [1, 2]\n", "not a mapping"),
