@@ -27,14 +27,14 @@ class GeotrainGroup(TyperGroup):
         except GeotrainError as exc:
             if _debug(ctx):
                 traceback.print_exc()
-            typer.echo(f"error: {exc}", err=True)
+            typer.echo(f"error: {one_line(str(exc))}", err=True)
             ctx.exit(exc.exit_code)
         except KeyboardInterrupt:
             typer.echo("interrupted", err=True)
             ctx.exit(EXIT_INTERRUPTED)
         except typer.BadParameter as exc:  # a flag's value out of range: one line, as every input error
-            typer.echo(f"error: {exc.format_message()}; see `{ctx.command_path} "
-                       f"{ctx.invoked_subcommand or ''} --help`".replace("  ", " "), err=True)
+            typer.echo(one_line(f"error: {exc.format_message()}; see `{ctx.command_path} "
+                                f"{ctx.invoked_subcommand or ''} --help`".replace("  ", " ")), err=True)
             ctx.exit(2)
         except (typer.TyperException, typer.Exit, typer.Abort):  # usage errors, --help, exits: typer's own
             raise
@@ -42,14 +42,22 @@ class GeotrainGroup(TyperGroup):
             if _debug(ctx):
                 traceback.print_exc()
             where = f" ({exc.filename})" if getattr(exc, "filename", None) else ""
-            typer.echo(f"error: {exc.strerror or exc}{where}; check the path and its permissions", err=True)
+            typer.echo(one_line(f"error: {exc.strerror or exc}{where}; check the path and its permissions"), err=True)
             ctx.exit(2)
         except Exception as exc:  # noqa: BLE001 - the last line of defence: no traceback without --debug
             if _debug(ctx):
                 traceback.print_exc()
-            typer.echo(f"error: internal error ({type(exc).__name__}: {exc}); rerun with --debug for the "
-                       "traceback and report it", err=True)
+            typer.echo(one_line(f"error: internal error ({type(exc).__name__}: {exc}); rerun with --debug for the "
+                                "traceback and report it"), err=True)
             ctx.exit(1)
+
+
+_LINE_BREAKS = {ord(c): repr(c)[1:-1] for c in "\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029"}
+
+
+def one_line(message: str) -> str:
+    """An error is one line: line breaks from user data (a column name, a value) are shown escaped."""
+    return message.translate(_LINE_BREAKS)
 
 
 def _debug(ctx: typer.Context) -> bool:
