@@ -35,6 +35,8 @@ bench: $(VENV)/.test-installed
 	$(BIN)/python bench/plan.py
 	$(BIN)/python bench/launch.py
 	$(BIN)/python bench/plan_vs_actual.py
+	$(BIN)/python bench/chaos.py
+	$(BIN)/python bench/bad_inputs.py
 
 # Rebuild the bundled data from ../shared/data (see the PROVENANCE.md files) and refit the model.
 data: $(VENV)/.demo-installed

@@ -211,8 +211,8 @@ def _restores(ledger, run_id: str) -> tuple[list[int], list[int]]:  # noqa: ANN0
     restored = {e.detail.get("generation"): e.detail.get("step", 0)
                 for e in ledger.events(run_id, kinds=(EventKind.CHECKPOINT_RESTORED,))}
     for prev, gen in zip(gens, gens[1:], strict=False):
-        if gen in restored and prev in reached:
-            lost.append(max(0, reached[prev] - restored[gen]))
+        if prev in reached and gen in reached:  # both trained: what the next one redid is what was lost
+            lost.append(max(0, reached[prev] - restored.get(gen, 0)))  # no restore: from step 0
             since.append(CHECKPOINT_EVERY + 2)  # a commit every CHECKPOINT_EVERY steps, + progress granularity
     return lost, since
 

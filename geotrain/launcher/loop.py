@@ -271,7 +271,13 @@ class Launcher:
         for node in self.provider.list(self.run_id):
             if node.state in (NodeState.RUNNING, NodeState.PENDING):
                 self.provider.terminate(node.node_id, reason=reason)
+        still_open = {row.node_id for row in self.ledger.nodes(self.run_id) if row.ended_at is None}
         for node in self.provider.list(self.run_id):  # the ledger takes the provider's end times
+            if node.state == NodeState.PREEMPTED and node.node_id in still_open:  # taken while the run ended
+                self.preemptions += 1
+                self.ledger.event(self.run_id, EventKind.PREEMPTED, node_id=node.node_id,
+                                  zone=node.location.zone_scope, reason=node.end_reason or "preempted",
+                                  generation=self.generation, when="the run was ending")
             self.ledger.end_node(node.node_id, node.end_reason or reason,
                                  at=node.ended_at.timestamp() if node.ended_at else None)
 
