@@ -131,7 +131,7 @@ def dump_csv(rows: list[list[str]]) -> str:
 def catalog_text(draw) -> str:
     header, row = list(CATALOG_HEADER), list(CATALOG_ROW)
     for _ in range(draw(st.integers(1, 3))):
-        i = draw(st.integers(0, len(row) - 1))
+        i = draw(st.integers(0, min(len(row), len(header)) - 1))
         how = draw(st.sampled_from(["value", "value", "drop column", "extra field", "header"]))
         value = str(draw(st.sampled_from(NASTY)))
         if how == "value":

@@ -82,7 +82,6 @@ class Launcher:
         self._procs: dict[str, NodeProcess] = {}
         self.members: list[NodeInfo] = []
         self._store = None
-        self._listener = None
         self._store_secret = ""
         self._cost_at = 0.0
         self._costs: deque[tuple[float, float]] = deque()  # (time, cost) over the last SPEND_WINDOW_S
@@ -156,7 +155,7 @@ class Launcher:
         if threading.current_thread() is threading.main_thread():
             for sig in previous:
                 signal.signal(sig, lambda s, f: self.request_stop("interrupted" if s == signal.SIGINT else "stopped"))
-        self._store, self._listener = open_store(dist, self.provider.capabilities.shared_host)
+        self._store = open_store(dist, self.provider.capabilities.shared_host)
         self._store_secret = secrets.token_hex(16)
         injector = Injector(self)
         injector.start()
@@ -175,8 +174,6 @@ class Launcher:
                 for sig, handler in previous.items():
                     signal.signal(sig, handler)
             self._store = None
-            if self._listener is not None:
-                self._listener.close()
 
     # -- the loop -------------------------------------------------------------------------------
 
@@ -471,9 +468,14 @@ def open_store(dist, shared_host: bool):  # noqa: ANN001, ANN201 - torch.distrib
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     listener.bind(("127.0.0.1" if shared_host else "0.0.0.0", 0))
     listener.listen(512)
-    store = dist.TCPStore("127.0.0.1", listener.getsockname()[1], is_master=True, wait_for_workers=False,
-                          master_listen_fd=listener.fileno())
-    return store, listener
+    try:
+        store = dist.TCPStore("127.0.0.1", listener.getsockname()[1], is_master=True, wait_for_workers=False,
+                              master_listen_fd=listener.fileno())
+    except BaseException:
+        listener.close()
+        raise
+    listener.detach()  # the store owns the socket now (it closes it when it goes)
+    return store
 
 
 def check_checkpoint_url(url: str) -> None:
