@@ -66,11 +66,30 @@ def one(label: str, steps: int, trace: str | None) -> dict:
         }
 
 
+def cpu_rate_now() -> tuple[float, float]:
+    """tiny-cnn's one-thread rate measured now (bench/cpu_rates.py's way), and the bundled figure."""
+    sys.path.insert(0, str(REPO / "bench"))
+    os.environ["OMP_NUM_THREADS"] = "1"
+    import cpu_rates  # noqa: PLC0415
+    import torch  # noqa: PLC0415
+
+    from geotrain.perf.rates import RateTable  # noqa: PLC0415
+    from geotrain.perf.workloads import WorkloadRegistry  # noqa: PLC0415
+
+    torch.set_num_threads(1)
+    now = statistics.median(cpu_rates.measure("tiny-cnn", 100) for _ in range(3))
+    bundled = RateTable.bundled().node_rate(WorkloadRegistry.bundled().get("tiny-cnn"), None, 1).samples_per_s
+    return now, bundled
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", type=int, default=300)
     parser.add_argument("--repeats", type=int, default=2)
     args = parser.parse_args()
+    now, bundled = cpu_rate_now()
+    print(f"tiny-cnn on one thread: {now:,.0f} samples/s now vs {bundled:,.0f} in the bundled rates "
+          f"({now / bundled:.2f}): the plan predicts with the bundled figure", flush=True)
     rows = []
     for k in range(args.repeats):
         rows.append(one(f"clean #{k + 1}", args.steps, None))

@@ -216,11 +216,13 @@ class Launcher:
     def _provision(self) -> list[NodeInfo]:
         """The nodes of the next generation: launch what is missing, re-plan around what fails."""
         track_untracked(self)
-        self._record_ended()
         for _ in range(MAX_PROVISION_ROUNDS):
+            recorded = self._record_ended()  # ended meanwhile (preempted during recovery): recorded, re-planned
             failures = launch_missing(self)
-            if not failures or self._stop_reason:
+            if self._stop_reason or not (failures or recorded):
                 break
+            if not failures:
+                continue  # launch what the re-plan of the recorded preemptions wants
             if not self.options.replan:
                 self.wanted = survivors_of(self.provider.list(self.run_id))
                 break
@@ -326,10 +328,13 @@ class Launcher:
             try:
                 self._procs[node.node_id] = self.provider.start(node.node_id, argv, env, log, cwd=self.workdir)
             except ProviderError as exc:
-                gone = {n.node_id for n in self.provider.list(self.run_id) if n.state.ended}
+                gone = {n.node_id: n for n in self.provider.list(self.run_id) if n.state.ended}
                 if node.node_id not in gone:
                     raise
                 self._kill_workers()
+                if gone[node.node_id].state == NodeState.PREEMPTED:  # preempted as its generation started
+                    self._recover([gone[node.node_id]])
+                    return False
                 boot_failed(self, node.node_id, node.location.zone_scope, node.offer_id,
                             f"the node was gone before its worker started: {exc}")
                 if self.options.replan:
@@ -417,13 +422,15 @@ class Launcher:
 
     # -- recovery -------------------------------------------------------------------------------
 
-    def _record_ended(self) -> None:
+    def _record_ended(self) -> bool:
         """Nodes that ended while no generation watched them (preempted during recovery, or at the end of
-        a notice that began in the last generation): recorded once, their zones blocked, re-planned."""
+        a notice that began in the last generation): recorded once, their zones blocked, re-planned.
+        True if there were any."""
         still_open = {row.node_id for row in self.ledger.nodes(self.run_id) if row.ended_at is None}
         lost = [n for n in self.provider.list(self.run_id) if n.ended and n.node_id in still_open]
         if lost:
             self._recover(lost)
+        return bool(lost)
 
     def _recover(self, lost: list[NodeInfo]) -> None:
         from geotrain.launcher.provisioning import block
@@ -455,7 +462,7 @@ class Launcher:
                 self._costs.popleft()
         s.preemptions, s.restarts = self.preemptions, self.restarts
         s.events = [f"{time.strftime('%H:%M:%S', time.localtime(e.at))} {e.kind}"
-                    + (f" {e.node_id}" if e.node_id else "") for e in self.ledger.events(self.run_id)[-6:]]
+                    + (f" {e.node_id}" if e.node_id else "") for e in self.ledger.last_events(self.run_id, 6)]
         if self.on_status is not None:
             self.on_status(s)
 

@@ -82,9 +82,12 @@ def launch_missing(la: Launcher) -> list[LaunchFailure]:
             record_node(la, node, offer)
             new.append(node)
     if new:
-        up = {n.node_id for n in la.alive_nodes()}
+        now = {n.node_id: n for n in la.provider.list(la.run_id)}
         for node in new:
-            if node.node_id not in up:  # it died while booting, before any worker ran on it
+            seen = now.get(node.node_id)
+            if seen is not None and seen.state == NodeState.PREEMPTED:
+                continue  # taken back at once: a preemption, which the launcher records (_record_ended)
+            if seen is None or seen.state != NodeState.RUNNING:  # it died while booting, before any worker ran
                 failures.append(boot_failed(la, node.node_id, node.location.zone_scope, node.offer_id,
                                             "the node was gone right after its launch"))
     return failures

@@ -235,6 +235,13 @@ class Ledger:
         rows = self._conn.execute(query + " ORDER BY id", args).fetchall()
         return [Event(r[0], r[1], r[2], r[3], r[4], json.loads(r[5])) for r in rows]
 
+    def last_events(self, run_id: str, count: int) -> list[Event]:
+        """The run's newest ``count`` events, oldest first (what a status line shows)."""
+        rows = self._conn.execute(
+            "SELECT id, run_id, at, kind, node_id, detail_json FROM events WHERE run_id = ? ORDER BY id DESC LIMIT ?",
+            (run_id, count)).fetchall()
+        return [Event(r[0], r[1], r[2], r[3], r[4], json.loads(r[5])) for r in reversed(rows)]
+
     def progress(self, run_id: str, *, generation: int, step: int, samples: int, loss: float | None,
                  samples_per_s: float | None, world_size: int) -> None:
         with self._tx() as c:

@@ -211,11 +211,13 @@ def _parse_column(col: Column, values: pd.Series, origin: str) -> pd.Series:
 
     if col.kind == "datetime":
         parsed = pd.to_datetime(values.where(~empty, None), utc=True, errors="coerce", format="ISO8601")
+        # a price observed before 1970 or after 2200 is a typo (and year 0 is not a Python date at all)
+        parsed = parsed.where(parsed.isna() | ((parsed.dt.year >= 1970) & (parsed.dt.year <= 2200)))
         bad = ~empty & parsed.isna()
         if bad.any():
             line, pos, count = _first_bad(bad)
             raise CatalogError(
-                f"{_where(origin, line, col.name)}: {values.iloc[pos]!r} is not an ISO 8601 date-time "
+                f"{_where(origin, line, col.name)}: {values.iloc[pos]!r} is not an ISO 8601 date-time from 1970 to 2200 "
                 f"(e.g. 2026-05-20T00:00:00Z){_more(count)}"
             )
         return parsed.astype(dtype_of(col))

@@ -144,12 +144,16 @@ class LocalProvider:
                 "launched_at": _now().isoformat(), "ended_at": None, "end_reason": None,
                 "notice_deadline": None,
             }
-            # Recorded before the wait, so that a crash while waiting leaves a node that the next
-            # call finds (and reports lost if its agent died), not an untracked process.
+            # Recorded before the agent may go on, so that a crash at any point leaves a node that the
+            # next call finds (and reports lost if its agent died), never an untracked process: the
+            # agent waits for "go" on its stdin and exits if the pipe closes first (this process died).
             nodes[node_id] = rec
             self._agents[node_id] = agent
             self._save(paths, state)
             try:
+                with contextlib.suppress(OSError):
+                    agent.stdin.write(b"go\n")
+                    agent.stdin.close()
                 self._wait_ready(agent, node_dir)
             except ProviderError:
                 self._kill_group(rec)
@@ -330,7 +334,7 @@ class LocalProvider:
             try:
                 return subprocess.Popen(
                     [sys.executable, "-m", AGENT_MODULE, str(node_dir)], env=env, cwd=node_dir,
-                    stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                    stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT,
                     start_new_session=True)  # leads its own session and group: the node's
             except OSError as exc:
                 raise ProviderError(f"cannot start a local node agent: {exc}") from exc

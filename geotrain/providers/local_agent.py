@@ -20,7 +20,9 @@ SIGHUP is ignored (the node outlives the terminal of the launcher that started i
 SIGTERM and SIGINT end the node: the agent kills every process of its group, reaps them, and exits.
 
 The agent is a child subreaper (Linux): a process on the node whose parent dies is reparented to the
-agent, which reaps it, so a node that ends leaves no zombie behind. It writes its pid to
+agent, which reaps it, so a node that ends leaves no zombie behind. It starts only once the provider
+has recorded the node and says "go" on the agent's stdin (a provider that dies first closes the pipe,
+and the agent exits: no node runs that the state file does not know). It writes its pid to
 ``<node_dir>/agent.pid`` once it is ready; the provider waits for that file before it calls the node
 running.
 """
@@ -153,6 +155,8 @@ def main(argv: list[str]) -> int:
         print("usage: python -m geotrain.providers.local_agent <node_dir>", file=sys.stderr)
         return 2
     node_dir = Path(argv[0])
+    if sys.stdin.readline().strip() != "go":  # the provider died before it recorded this node: leave no trace
+        return 0
     signal.signal(signal.SIGUSR1, signal.SIG_IGN)
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, _exit)
