@@ -7,7 +7,7 @@ from typing import Any
 
 import pandas as pd
 
-from geotrain.domain import Market, Offer, OfferId
+from geotrain.domain import Offer
 from geotrain.errors import CatalogError
 from geotrain.pricing.geography import continent_of
 from geotrain.pricing.schema import COLUMN_NAMES, parse_offers
@@ -39,12 +39,11 @@ def offers_from_records(records: Sequence[Mapping[str, Any]], origin: str) -> tu
         if unknown:
             raise CatalogError(f"{origin}: offer {n}: unknown field {', '.join(sorted(unknown))}")
         rows.append({k: "" if v is None else (repr(v) if isinstance(v, float) else str(v)) for k, v in record.items()})
-    raw = pd.DataFrame(rows, index=[f"offer {n}" for n in range(len(rows))], dtype="string")
-    table = parse_offers(raw, origin, continent_of=continent_of)
-    by_id = {o.offer_id: o for o in offers_from_table(table)}
-    return tuple(by_id[_record_id(r)] for r in rows)
-
-
-def _record_id(record: Mapping[str, str]) -> str:
-    return str(OfferId(record["cloud"].lower(), record["region"], record.get("zone") or "", record["instance_type"],
-                       Market(record["market"])))
+    # one record at a time: the schema normalises fields (trims, lower-cases clouds) and sorts a table's
+    # rows, so the n-th offer is parsed from the n-th record alone (plans and ledgers hold a few)
+    out = []
+    for n, row in enumerate(rows):
+        raw = pd.DataFrame([row], index=[f"offer {n}"], dtype="string")
+        table = parse_offers(raw, origin, continent_of=continent_of)
+        out.append(offers_from_table(table)[0])
+    return tuple(out)

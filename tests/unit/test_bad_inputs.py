@@ -37,3 +37,16 @@ def test_a_fifo_and_a_device_are_refused_without_waiting(tmp_path):
     for path in (fifo, "/dev/zero"):
         outcome = run_case(Case("spec", ["plan", str(path)], {}), tmp_path / "in", tmp_path / "home")
         assert outcome.exit_code == 2 and "is not a regular file" in outcome.stderr
+
+
+def test_a_plan_whose_offer_fields_carry_spaces_loads_as_the_trimmed_offer(tmp_path):
+    import json
+
+    from tests.badinputs import Case, valid_plan
+
+    plan = valid_plan()
+    plan["items"][0]["offer"]["zone"] = " "
+    plan["items"][0]["offer"]["cloud"] = " AWS "
+    outcome = run_case(Case("plan", ["launch", "{dir}/plan.json", "--train-workload", "no-such-workload"],
+                            {"plan.json": json.dumps(plan)}), tmp_path / "in", tmp_path / "home")
+    assert outcome.exit_code == 2 and "--train-workload" in outcome.stderr, outcome.stderr
