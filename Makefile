@@ -37,12 +37,15 @@ bench: $(VENV)/.test-installed
 	$(BIN)/python bench/plan_vs_actual.py
 	$(BIN)/python bench/chaos.py
 	$(BIN)/python bench/bad_inputs.py
+	$(BIN)/python bench/capacity.py
 
 # Rebuild the bundled data from ../shared/data (see the PROVENANCE.md files) and refit the model.
 data: $(VENV)/.demo-installed
 	$(BIN)/python scripts/build_bundled_data.py
 	$(BIN)/python scripts/build_network_data.py
 	$(BIN)/python scripts/calibrate_perf.py
+	$(BIN)/python scripts/derive_gpu_ratios.py
+	$(BIN)/python scripts/build_capacity.py
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)

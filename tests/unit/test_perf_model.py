@@ -13,7 +13,7 @@ from geotrain.perf.calibration import fit_hivemind, load_runs, run_groups
 from geotrain.perf.data import data_text
 from geotrain.perf.model import PerfModel, bundled_fit, make_strategy
 from geotrain.perf.network import NetworkModel
-from geotrain.perf.rates import RateTable
+from geotrain.perf.rates import GpuScaling, RateTable
 from geotrain.perf.workloads import WorkloadRegistry
 from geotrain.pricing.egress import EgressPrices
 from tests.perf_helpers import AWS_US, EU, US, groups, network
@@ -141,8 +141,12 @@ def test_rates_measured_kind_ratio_datasheet_and_missing():
     assert not t4.estimated and t4.samples_per_s == 80.8
     r50 = rates.node_rate(REGISTRY.get("resnet50"), "T4", 1)
     assert r50.estimated and r50.samples_per_s == pytest.approx(779 * 80.8 / 186)
-    h100 = rates.node_rate(REGISTRY.get("resnet50"), "H100", 8)
-    assert h100.estimated and h100.samples_per_s == pytest.approx(779 * 989 / 125 * 8)
+    h100 = rates.node_rate(REGISTRY.get("resnet50"), "H100", 8)  # Lambda's measured ratio and scaling
+    scaling = GpuScaling.parse(data_text("gpu_scaling.csv"), "gpu_scaling.csv")
+    assert h100.estimated and h100.basis == "derived"
+    assert h100.samples_per_s == pytest.approx(779 * scaling.ratio("H100", "cv") * 8
+                                               * scaling.efficiency("H100", "cv", 8).value)
+    assert h100.samples_per_s < 779 * 989 / 125 * 8  # below the datasheet-TFLOPS guess it replaces
     dgx = rates.node_rate(REGISTRY.get("roberta-xlm"), "V100", 8)
     assert not dgx.estimated and dgx.samples_per_s == 1811.4
     cpu = rates.node_rate(REGISTRY.get("tiny-cnn"), None, 0)
