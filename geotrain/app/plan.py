@@ -37,6 +37,7 @@ class PlanRequest:
     time_limit_s: float = 60.0
     nodes: str | None = None  # a mix chosen by hand: evaluate it instead of solving
     provider: str | None = None  # "local": predict for the local provider's nodes (this machine)
+    rates_file: Path | None = None  # the user's compute rates (``geotrain.perf.rates``), over the bundled ones
 
 
 def job_mapping(request: PlanRequest) -> tuple[dict[str, Any], str, Path]:
@@ -94,10 +95,17 @@ def run_plan(request: PlanRequest, *, output: Path | None = None, plot: Path | N
     inventory = load_inventory(job.onprem_inventory) if job.onprem_inventory else None
     options = PlanOptions(backend=request.backend, recovery_h=request.recovery_h, provider=request.provider,
                           time_limit_s=request.time_limit_s)
+    perf = None
+    if request.rates_file is not None:
+        from geotrain.perf.model import PerfModel
+        from geotrain.perf.rates import RateTable
+        from geotrain.pricing.egress import EgressPrices
+
+        perf = PerfModel(rates=RateTable.bundled().with_file(request.rates_file), egress=EgressPrices.bundled())
     if request.nodes:
-        plan = plan_for_nodes(job, snapshot, request.nodes, inventory=inventory, options=options)
+        plan = plan_for_nodes(job, snapshot, request.nodes, inventory=inventory, perf=perf, options=options)
     else:
-        plan = make_plan(job, snapshot, inventory=inventory, options=options)
+        plan = make_plan(job, snapshot, inventory=inventory, perf=perf, options=options)
     if output is not None:
         save_plan(plan, output)
     if plot is not None:

@@ -40,6 +40,9 @@ def plan(
     quota: list[str] = typer.Option(None, "--quota", help="SCOPE=N accelerators at most, e.g. aws=16, gcp/us-central1=8."),
     onprem: Path = typer.Option(None, "--onprem", help="On-prem inventory (YAML): your machines join the mix."),
     onprem_required: bool = typer.Option(None, "--onprem-required", help="Use every on-prem machine."),
+    rates: Path = typer.Option(None, "--rates",
+                               help="CSV of your own compute rates (workload,accelerator,samples_per_s[,accelerator_count]); "
+                                    "they win over the bundled ones."),
     tbs: int = typer.Option(None, "--tbs", min=1, help=f"hivemind: samples per averaging round (default {_SYNC.target_batch_size})."),
     local_steps: int = typer.Option(None, "--local-steps", min=1, help=f"local-sgd: steps between averaging (default {_SYNC.local_steps})."),
     accumulation_steps: int = typer.Option(None, "--accumulation-steps", min=1,
@@ -84,7 +87,7 @@ def plan(
     request = PlanRequest(
         spec=spec, flags=flags, sync_flags=sync_flags, constraint_flags=constraints, onprem=onprem,
         onprem_required=onprem_required, snapshot_id=snapshot_id, backend=backend.upper(),
-        recovery_h=recovery_min / 60, time_limit_s=time_limit, nodes=nodes, provider=provider,
+        recovery_h=recovery_min / 60, time_limit_s=time_limit, nodes=nodes, provider=provider, rates_file=rates,
     )
     outcome = run_plan(request, output=output, plot=plot)
     if as_json:

@@ -92,13 +92,13 @@ def make_plan(job: JobSpec, snapshot: PriceSnapshot, *, inventory: Inventory | N
 
 
 def plan_for_nodes(job: JobSpec, snapshot: PriceSnapshot, nodes: str, *, inventory: Inventory | None = None,
-                   options: PlanOptions = PlanOptions()) -> Plan:
+                   perf: PerfModel | None = None, options: PlanOptions = PlanOptions()) -> Plan:
     """A plan of a mix the user chose (node syntax of ``geotrain.pricing.nodespec``), evaluated like a
     solved one, so that it can be launched and compared: no solver runs."""
     from geotrain.pricing.nodespec import parse_nodes, resolve_nodes
     from geotrain.solver.result import SearchResult, SolveStatus
 
-    ctx = build_context(job, snapshot, inventory=inventory, options=options)
+    ctx = build_context(job, snapshot, inventory=inventory, perf=perf, options=options)
     requests = parse_nodes(nodes)
     offers = list(snapshot.offers())
     if inventory is not None:
@@ -285,10 +285,11 @@ def assumptions_of(ctx: PlanningContext, estimate: Estimate) -> tuple[str, ...]:
         count = sum(g.count for g in unknown)
         out.append(f"{count} spot node{' has' if count == 1 else 's have'} no interruption figure; "
                    f"{ctx.candidates.default_interruptions_per_hour:.2g}/h assumed (median of known spot rates)")
-    estimated = [r for r in estimate.rates if r.estimated]
-    if estimated:
-        out.append("compute rates estimated for " + ", ".join(sorted({f"{r.accelerator}x{r.accelerator_count}"
-                                                                     for r in estimated})))
+    for basis, words in (("derived", "compute rates derived from measured ratios and scaling for "),
+                         ("estimated", "compute rates estimated (no measurement of this accelerator) for ")):
+        chosen = sorted({f"{r.accelerator}x{r.accelerator_count}" for r in estimate.rates if r.basis == basis})
+        if chosen:
+            out.append(words + ", ".join(chosen))
     no_rate = {reason.rsplit(" on ", 1)[1]: n for reason, n in ctx.candidates.skipped.items()
                if reason.startswith("no compute rate")}
     if no_rate:
