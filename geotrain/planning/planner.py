@@ -31,7 +31,7 @@ from geotrain.pricing.snapshot import PriceSnapshot, offers_from_table
 from geotrain.providers.base import LOCAL_PROVIDER
 from geotrain.solver import semantics
 from geotrain.solver.problem import Limits, Problem
-from geotrain.solver.result import SearchResult
+from geotrain.solver.result import SearchResult, SolveStatus
 from geotrain.solver.search import Searcher
 
 DEFAULT_MAX_NODES = 64
@@ -88,7 +88,48 @@ def make_plan(job: JobSpec, snapshot: PriceSnapshot, *, inventory: Inventory | N
     if options.frontier_points:
         searcher.restart_clock(options.frontier_time_limit_s)
         frontier = searcher.frontier(options.frontier_points)
-    return assemble(ctx, snapshot, result, groups, estimate, frontier, baseline_of(ctx))
+    baseline = baseline_of(ctx)
+    notes: tuple[str, ...] = ()
+    better = baseline_if_better(ctx, groups, estimate, baseline)
+    if better is not None:
+        # the solver's model and the perf model disagree on this mix: plan the baseline, which the perf
+        # model prices better under the same limits, and say so (the plan is never worse than it)
+        notes = (f"the solver's mix ({_mix_words(groups)}: ${estimate.usd_per_hour:,.3f}/h, "
+                 f"{totals_of(ctx, groups, estimate).goodput_samples_per_s:,.1f} samples/s by the perf model) did "
+                 "worse than the best single-region homogeneous choice, which is planned instead",)
+        groups, estimate = better
+        result = replace(result, status=SolveStatus.FEASIBLE)
+    plan = assemble(ctx, snapshot, result, groups, estimate, frontier, baseline)
+    return replace(plan, assumptions=plan.assumptions + notes) if notes else plan
+
+
+def baseline_if_better(ctx: PlanningContext, groups: list[NodeGroup], estimate: Estimate,
+                       baseline: Baseline | None) -> tuple[list[NodeGroup], Estimate] | None:
+    """The baseline's groups and estimate when, by the perf model, it serves the job's objective better
+    than the solved mix and keeps its limits; None otherwise."""
+    if baseline is None or any(c.minimum for c in ctx.problem.candidates):
+        return None  # nodes that must stay (kept, or on-prem machines that must be used): not a baseline's
+    job, limits = ctx.job, ctx.problem.limits
+    base_groups = [NodeGroup(baseline.offer, baseline.count)]
+    base = ctx.perf.predict(ctx.workload, base_groups, job.sync, ctx.data)
+    mine, theirs = totals_of(ctx, groups, estimate), totals_of(ctx, base_groups, base)
+    floor = max(limits.min_samples_per_s or 0.0,
+                job.target_samples_per_s or 0.0 if job.objective is Objective.MIN_COST else 0.0)
+    if theirs.goodput_samples_per_s < floor * (1 - 1e-9):
+        return None
+    if limits.budget_usd_per_hour is not None and base.usd_per_hour > limits.budget_usd_per_hour * (1 + 1e-9):
+        return None
+    if job.objective is Objective.MIN_COST:
+        wins = base.usd_per_hour < estimate.usd_per_hour * (1 - 1e-9)
+    elif job.objective is Objective.MAX_THROUGHPUT:
+        wins = theirs.goodput_samples_per_s > mine.goodput_samples_per_s * (1 + 1e-9)
+    else:
+        wins = base.usd_per_million_samples < estimate.usd_per_million_samples * (1 - 1e-9)
+    return (base_groups, base) if wins else None
+
+
+def _mix_words(groups: list[NodeGroup]) -> str:
+    return " + ".join(f"{g.count} x {g.offer.offer_id}" for g in groups)
 
 
 def plan_for_nodes(job: JobSpec, snapshot: PriceSnapshot, nodes: str, *, inventory: Inventory | None = None,
@@ -96,7 +137,6 @@ def plan_for_nodes(job: JobSpec, snapshot: PriceSnapshot, nodes: str, *, invento
     """A plan of a mix the user chose (node syntax of ``geotrain.pricing.nodespec``), evaluated like a
     solved one, so that it can be launched and compared: no solver runs."""
     from geotrain.pricing.nodespec import parse_nodes, resolve_nodes
-    from geotrain.solver.result import SearchResult, SolveStatus
 
     ctx = build_context(job, snapshot, inventory=inventory, perf=perf, options=options)
     requests = parse_nodes(nodes)
@@ -210,8 +250,6 @@ def run_objective(ctx: PlanningContext, searcher: Searcher) -> SearchResult:
 
 
 def _infeasible():  # noqa: ANN202
-    from geotrain.solver.result import SolveStatus
-
     return SolveStatus.INFEASIBLE
 
 

@@ -85,7 +85,7 @@ def test_a_local_plan_predicts_with_this_machines_cpu_rate():
     assert all(rate <= cpu * share * (1 + 1e-9) for rate in per_node)  # the T4 offers train at the CPU's rate
     assert sum(per_node) == pytest.approx(plan.totals.samples_per_s)
     assert any("predicted for the local provider" in a for a in plan.assumptions) and plan.baseline is None
-    with pytest.raises(Exception, match="no compute rate for workload 'tiny-cnn' on T4"):
+    with pytest.raises(Exception, match="no compute rate for workload 'tiny-cnn' on 1 x T4"):
         _plan(SyncSettings(SyncStrategyName.ALLREDUCE), provider=None)  # no GPU rate for a CPU workload
 
 
