@@ -38,6 +38,7 @@ class PlanRequest:
     nodes: str | None = None  # a mix chosen by hand: evaluate it instead of solving
     provider: str | None = None  # "local": predict for the local provider's nodes (this machine)
     rates_file: Path | None = None  # the user's compute rates (``geotrain.perf.rates``), over the bundled ones
+    capacity_confidence: float | None = None  # cap offers at what the capacity model gives with this chance
 
 
 def job_mapping(request: PlanRequest) -> tuple[dict[str, Any], str, Path]:
@@ -94,7 +95,7 @@ def run_plan(request: PlanRequest, *, output: Path | None = None, plot: Path | N
     snapshot = store.load(request.snapshot_id) if request.snapshot_id else store.current()
     inventory = load_inventory(job.onprem_inventory) if job.onprem_inventory else None
     options = PlanOptions(backend=request.backend, recovery_h=request.recovery_h, provider=request.provider,
-                          time_limit_s=request.time_limit_s)
+                          time_limit_s=request.time_limit_s, capacity_confidence=request.capacity_confidence)
     perf = None
     if request.rates_file is not None:
         from geotrain.perf.model import PerfModel

@@ -40,6 +40,9 @@ def plan(
     quota: list[str] = typer.Option(None, "--quota", help="SCOPE=N accelerators at most, e.g. aws=16, gcp/us-central1=8."),
     onprem: Path = typer.Option(None, "--onprem", help="On-prem inventory (YAML): your machines join the mix."),
     onprem_required: bool = typer.Option(None, "--onprem-required", help="Use every on-prem machine."),
+    capacity_confidence: float = typer.Option(
+        None, "--capacity-confidence", callback=finite(0.01, 1),
+        help="Plan at most the nodes of an offer that the capacity model gives at once with this chance (e.g. 0.5)."),
     rates: Path = typer.Option(None, "--rates",
                                help="CSV of your own compute rates (workload,accelerator,samples_per_s[,accelerator_count]); "
                                     "they win over the bundled ones."),
@@ -88,6 +91,7 @@ def plan(
         spec=spec, flags=flags, sync_flags=sync_flags, constraint_flags=constraints, onprem=onprem,
         onprem_required=onprem_required, snapshot_id=snapshot_id, backend=backend.upper(),
         recovery_h=recovery_min / 60, time_limit_s=time_limit, nodes=nodes, provider=provider, rates_file=rates,
+        capacity_confidence=capacity_confidence,
     )
     outcome = run_plan(request, output=output, plot=plot)
     if as_json:

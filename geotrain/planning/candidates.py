@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import statistics
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from geotrain.domain import CLOUD_ONPREM, JobSpec, Market, Offer, SyncStrategyName
@@ -72,7 +72,9 @@ def default_interruption_rate(offers: Iterable[Offer]) -> float:
 def build_candidates(offers: Sequence[Offer], *, job: JobSpec, workload: Workload, perf: PerfModel,
                      node_cap: int, recovery_h: float, data: DataSource | None = None,
                      keep: Mapping[str, int] | None = None, blocked: frozenset[str] = frozenset(),
-                     default_rate: float | None = None) -> CandidateSet:
+                     default_rate: float | None = None,
+                     capacity_of: Callable[[Offer], int] | None = None) -> CandidateSet:
+    """``capacity_of``: at most this many nodes of an offer (the capacity model at a confidence)."""
     keep = dict(keep or {})
     default = default_interruption_rate(offers) if default_rate is None else default_rate
     # a node trains e·rate inside Hivemind: that is what it reads from the data
@@ -102,6 +104,12 @@ def build_candidates(offers: Sequence[Offer], *, job: JobSpec, workload: Workloa
             lam = 0.0
         goodput = max(MIN_GOODPUT, 1.0 - lam * recovery_h)
         capacity = node_cap if offer.capacity_hint is None else min(offer.capacity_hint, node_cap)
+        if capacity_of is not None and offer.market != Market.OWNED:
+            capped = min(capacity, capacity_of(offer))
+            if capped == 0 and offer.offer_id not in keep:
+                skipped["capacity model: not even one node at the confidence asked"] += 1
+                continue
+            capacity = capped
         minimum = keep.get(offer.offer_id, 0)
         if job.constraints.onprem_required and offer.market == Market.OWNED:
             minimum = max(minimum, capacity)

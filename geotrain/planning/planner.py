@@ -24,6 +24,7 @@ from geotrain.perf.network import SitePlacement
 from geotrain.perf.workloads import Workload, WorkloadRegistry
 from geotrain.planning.candidates import CandidateSet, build_candidates
 from geotrain.planning.oracle import PerfOracle
+from geotrain.pricing.capacity import CapacityModel
 from geotrain.pricing.egress import EgressPrices
 from geotrain.pricing.geography import continent_of
 from geotrain.pricing.inventory import Inventory, inventory_table
@@ -53,6 +54,10 @@ class PlanOptions:
     blocked: frozenset[str] = frozenset()  # zone/region scopes or offer ids not to use
     keep: dict[str, int] = field(default_factory=dict)  # offer id -> nodes that must stay (re-planning)
     unknown_interruptions_per_hour: float | None = None  # default: median of the snapshot's known spot rates
+    # plan at most the nodes of an offer that the capacity model (``geotrain.pricing.capacity``) says can
+    # be had at once with at least this chance; None: no cap from the model (the plan still says the
+    # chance that its whole mix can be had)
+    capacity_confidence: float | None = None
 
 
 @dataclass
@@ -183,10 +188,16 @@ def build_context(job: JobSpec, snapshot: PriceSnapshot, *, inventory: Inventory
         raise InputError(f"provider {options.provider!r}: plans are made for the offers' own hardware or for "
                          f"{LOCAL_PROVIDER!r} (this machine)")
     data = data_source(job)
+    capacity_of = None
+    if options.capacity_confidence is not None:
+        if not 0 < options.capacity_confidence <= 1:
+            raise InputError(f"--capacity-confidence: {options.capacity_confidence!r} is not within (0, 1]")
+        model, confidence = CapacityModel.bundled(), options.capacity_confidence
+        capacity_of = lambda offer: model.cap(offer, confidence)  # noqa: E731
     cands = build_candidates(
         offers, job=job, workload=workload, perf=perf, node_cap=node_cap, recovery_h=options.recovery_h,
         data=data, keep=options.keep, blocked=options.blocked,
-        default_rate=options.unknown_interruptions_per_hour,
+        default_rate=options.unknown_interruptions_per_hour, capacity_of=capacity_of,
     )
     places = {}
     for offer in cands.offers.values():
@@ -201,8 +212,30 @@ def build_context(job: JobSpec, snapshot: PriceSnapshot, *, inventory: Inventory
         uplinks={s.site: s.uplink_gbps for s in inventory.sites} if inventory else None,
     )
     limits = limits_of(job, node_cap)
+    if options.capacity_confidence is not None:
+        cands, limits = with_pools(cands, limits, model, options.capacity_confidence)
     problem = Problem(cands.candidates, oracle, limits)
     return PlanningContext(job, workload, perf, cands, problem, data, options)
+
+
+def with_pools(cands: CandidateSet, limits: Limits, model: CapacityModel,
+               confidence: float) -> tuple[CandidateSet, Limits]:
+    """Spot candidates of one zone and GPU draw from one pool: at most the units the capacity model
+    gives at once with ``confidence`` (kept nodes raise the cap to what they already hold)."""
+    pooled, caps = [], {}
+    for c in cands.candidates:
+        pool = model.pool_of(cands.offers[c.key])
+        if pool is None:
+            pooled.append(c)
+            continue
+        caps[pool] = max(caps.get(pool, 0), model.pool_cap_units(cands.offers[c.key], confidence))
+        pooled.append(replace(c, pool=pool))
+    held: dict[str, int] = {}
+    for c in pooled:
+        if c.pool:
+            held[c.pool] = held.get(c.pool, 0) + c.minimum * c.accelerators
+    pool_caps = tuple(sorted((pool, max(units, held.get(pool, 0))) for pool, units in caps.items()))
+    return replace(cands, candidates=tuple(pooled)), replace(limits, pool_caps=pool_caps)
 
 
 def site_placements(inventory: Inventory) -> dict[str, SitePlacement]:
@@ -336,7 +369,22 @@ def assumptions_of(ctx: PlanningContext, estimate: Estimate) -> tuple[str, ...]:
     for reason, count in sorted(ctx.candidates.skipped.items()):
         if not reason.startswith("no compute rate"):
             out.append(f"{count} offers left out: {reason}")
+    if host is None:  # the local provider's nodes are processes here: always had
+        out.append(launch_chance_words(estimate.groups))
     return tuple(out)
+
+
+def launch_chance_words(groups) -> str:  # noqa: ANN001
+    """The chance that the whole mix can be had at once, by the capacity model, and what it rests on."""
+    model = CapacityModel.bundled()
+    chance = model.launch_probability((g.offer, g.count) for g in groups)
+    bases: dict[str, int] = {}
+    for g in groups:
+        basis = model.basis(g.offer)
+        bases[basis] = bases.get(basis, 0) + g.count
+    rests = ", ".join(f"{n} node{'s' if n > 1 else ''} {basis}" for basis, n in sorted(bases.items()))
+    return (f"capacity: the whole mix can be had at once with a chance of {chance:.0%} by the capacity model "
+            f"({rests}; spot nodes of one zone and GPU share one pool)")
 
 
 def plan_throughput(ctx: PlanningContext, counts: tuple[int, ...]) -> float:

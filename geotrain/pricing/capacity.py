@@ -471,6 +471,43 @@ class CapacityModel:
             self._ladders[key] = ladder
         return min(bisect.bisect_right(ladder, -confidence), bound)
 
+    def pool_of(self, offer: Offer) -> str | None:
+        """The pool a spot offer's accelerators come from (zone and family); None off the spot market."""
+        if offer.market != Market.SPOT:
+            return None
+        loc = offer.location
+        return f"{loc.cloud}/{loc.region}/{loc.zone}/{_family(offer)}"
+
+    def pool_cap_units(self, offer: Offer, confidence: float) -> int:
+        """The most units of the offer's pool that can be had at once with at least ``confidence``."""
+        if not 0.0 < confidence <= 1.0:
+            raise ValueError(f"confidence must be within (0, 1], got {confidence!r}")
+        obtainable = self.estimate(offer).obtainable
+        return max((n for n, e in enumerate(obtainable) if e >= confidence), default=0)
+
+    def launch_probability(self, items: Iterable[tuple[Offer, int]]) -> float:
+        """The chance that a whole mix (offer, nodes) can be had at once: spot nodes of one zone and
+        family draw from one pool (``E`` of their units together); pools, on-demand and owned
+        offers are taken as independent of each other."""
+        pools: dict[tuple[str, str, str, str], tuple[Offer, int]] = {}
+        chance = 1.0
+        for offer, count in items:
+            if count <= 0:
+                continue
+            hint = offer.capacity_hint
+            if hint is not None and count > hint:
+                return 0.0
+            if offer.market != Market.SPOT:
+                chance *= self.probability(offer, count)
+                continue
+            loc = offer.location
+            key = (loc.cloud, loc.region, loc.zone, _family(offer))
+            first, units = pools.get(key, (offer, 0))
+            pools[key] = (first, units + count * _units(offer))
+        for first, units in pools.values():
+            chance *= self.estimate(first).at(units) if units <= MAX_NODES * 8 else 0.0
+        return chance
+
     def basis(self, offer: Offer) -> str:
         """``probed`` | ``pool-trace`` | ``prior`` | ``inventory`` (see the module docstring)."""
         if offer.market == Market.OWNED:

@@ -24,6 +24,7 @@ Constraints (all strategies)
     y_q ≤ C_q := Σ_{i∈I_q} x_i ≤ U_q·y_q,   Σ_q y_q ≤ max_regions        regions in use
     Σ_{i∈z} x_i ≤ max_per_zone,   Σ_{i∈z} x_i ≤ share_z·Σ_i x_i          correlated-preemption hedge
     Σ_{spot} x_i ≤ share_spot·Σ_i x_i,   Σ_{i∈scope} acc_i·x_i ≤ quota   spot share, quotas
+    Σ_{i∈pool} acc_i·x_i ≤ cap_pool                                     capacity pools
     Σ_i (p_i + d_i)·x_i + Σ_q E_q ≤ budget
 
 Throughput ≥ t
@@ -236,6 +237,8 @@ class _Builder:
         for scope, quota in limits.quotas:
             self.row([(self.x[i], c.accelerators) for i, c in enumerate(cands) if scope in (c.cloud, c.region)],
                      ub=quota)
+        for pool, most in limits.pool_caps:
+            self.row([(self.x[i], c.accelerators) for i, c in enumerate(cands) if c.pool == pool], ub=most)
 
         self.E = {q: s.NumVar(0, self.inf, f"E[{q}]") for q in tb.regions}
         node_cost = s.NumVar(0, self.inf, "node_cost")

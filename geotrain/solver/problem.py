@@ -35,6 +35,7 @@ class Candidate:
     capacity: int  # at most this many nodes
     minimum: int = 0  # at least this many (nodes kept on re-planning, must-use on-prem machines)
     data_usd_per_hour: float = 0.0  # egress for reading training data, one node at full speed
+    pool: str = ""  # the capacity pool its accelerators come from (``Limits.pool_caps``); "" none
 
     def __post_init__(self) -> None:
         if not (self.rate > 0 and 0 < self.goodput <= 1 and self.samples_per_step > 0):
@@ -83,6 +84,7 @@ class Limits:
     budget_usd_per_hour: float | None = None
     min_samples_per_s: float | None = None  # a throughput floor (deadline, or a target kept as a constraint)
     quotas: tuple[tuple[str, int], ...] = ()  # (cloud or "cloud/region", accelerators)
+    pool_caps: tuple[tuple[str, int], ...] = ()  # (pool, accelerators that can be had at once)
 
     def __post_init__(self) -> None:
         if self.max_nodes < 1:

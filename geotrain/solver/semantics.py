@@ -154,6 +154,9 @@ def structurally_feasible(problem: Problem, x: Sequence[int]) -> bool:
                    if c.cloud == scope or c.region == scope)
         if used > quota:
             return False
+    for pool, units in limits.pool_caps:
+        if sum(c.accelerators * n for c, n in zip(cands, x, strict=True) if c.pool == pool) > units:
+            return False
     return True
 
 

@@ -211,3 +211,22 @@ def test_a_plan_is_never_worse_than_its_baseline_by_the_perf_model():
     if savings(plan) < 1e-9:  # the fallback: said, and not called optimal
         assert plan.solver.status == "feasible"
         assert any("did worse than the best single-region homogeneous choice" in a for a in plan.assumptions)
+
+
+def test_capacity_confidence_caps_each_zone_pool_and_the_plan_says_the_whole_mix_chance():
+    from geotrain.pricing.capacity import CapacityModel
+
+    model = CapacityModel.bundled()
+    options = replace(FAST, capacity_confidence=0.5)
+    plan = plan_for(objective=Objective.MIN_COST, target_samples_per_s=300, options=options,
+                    constraints=Constraints(accelerators=frozenset({"T4"})))
+    units: dict[str, int] = {}
+    for item in plan.items:
+        pool = model.pool_of(item.offer)
+        if pool is not None:
+            units[pool] = units.get(pool, 0) + item.count * max(1, item.offer.shape.accelerator_count)
+            assert units[pool] <= model.pool_cap_units(item.offer, 0.5)
+    chance = model.launch_probability((i.offer, i.count) for i in plan.items)
+    assert any(a.startswith(f"capacity: the whole mix can be had at once with a chance of {chance:.0%}")
+               for a in plan.assumptions)
+    assert plan.totals.samples_per_s >= 300 * 0.999

@@ -286,3 +286,29 @@ def test_the_build_script_reproduces_the_shipped_files(shared_data):
         [sys.executable, str(REPO / "scripts" / "build_capacity.py"), "--data-dir", str(shared_data), "--check"],
         capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr + result.stdout
+
+
+# --- a whole mix, and pools for the planner ------------------------------------------------------
+
+
+def test_a_mix_in_one_pool_needs_all_its_units_at_once_and_pools_multiply(bundled):
+    a = make_offer(zone="us-central1-a", count=1, instance_type="small")
+    b = make_offer(zone="us-central1-a", count=4, instance_type="big")
+    other = make_offer(zone="us-central1-b", count=1)
+    same_pool = bundled.launch_probability([(a, 2), (b, 1)])
+    assert same_pool == pytest.approx(bundled.estimate(a).at(6))
+    assert same_pool <= bundled.probability(a, 2) * 1.0 + 1e-12
+    both = bundled.launch_probability([(a, 2), (other, 1)])
+    assert both == pytest.approx(bundled.probability(a, 2) * bundled.probability(other, 1))
+    assert bundled.launch_probability([]) == 1.0
+    assert bundled.launch_probability([(make_offer(hint=1), 2)]) == 0.0
+
+
+def test_a_pool_cap_is_the_most_units_had_at_once_at_the_confidence(bundled):
+    offer = make_offer(zone="us-central1-a")
+    assert bundled.pool_of(offer) == "gcp/us-central1/us-central1-a/H100"
+    assert bundled.pool_of(make_offer(market=Market.ON_DEMAND)) is None
+    for confidence in CONFIDENCES:
+        units = bundled.pool_cap_units(offer, confidence)
+        assert units == 0 or bundled.estimate(offer).at(units) >= confidence
+        assert bundled.estimate(offer).at(units + 1) < confidence
