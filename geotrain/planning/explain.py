@@ -46,12 +46,36 @@ def explain_infeasible(ctx: PlanningContext, result: SearchResult) -> str:
         bigger = replace(limits, max_nodes=ctx.problem.node_cap * 4)
         if not helps and _more_nodes_possible(ctx) and _feasible(ctx, bigger, want):
             helps.append("raise --max-nodes")
+    ceiling_words = hivemind_ceiling(ctx, want)
+    if ceiling_words and not helps:
+        helps.append(ceiling_words)
     advice = " or ".join(helps) if helps else "widen the offer filters or lower the target"
     if want is None:
         return f"no mix meets the constraints ({where}); {advice}"
     what = ("deadline needs" if job.objective is Objective.MIN_COST_BY_DEADLINE
             and job.target_samples_per_s is None else "target")
     return f"{what} {want:,.0f} samples/s is out of reach: at most {reach_text} with {where}; {advice}"
+
+
+def hivemind_ceiling(ctx: PlanningContext, want: float | None) -> str | None:
+    """Hivemind averages once per ``S`` samples (the target batch size) and every round costs at least
+    its fixed overhead ``A_k``: two or more nodes train below ``S / A_2`` however fast they are. When
+    that ceiling is below the target and no single node reaches it, say so and how large ``S`` must be."""
+    oracle = ctx.problem.oracle
+    if want is None or oracle.strategy != "hivemind" or ctx.problem.node_cap < 2:
+        return None
+    if any(c.rate * c.goodput >= want for c in ctx.problem.candidates):
+        return None
+    overhead = oracle.overhead_s(2)
+    if overhead <= 0:
+        return None
+    size = oracle.samples_per_round
+    ceiling = size / overhead
+    if ceiling > want:
+        return None
+    needed = want * overhead * 2  # at twice the ceiling's batch, the overhead takes at most half a round
+    return (f"the hivemind ceiling binds (target batch {size:,.0f} samples / round overhead ≥ {overhead:.1f} s "
+            f"= at most {ceiling:,.0f} samples/s with two or more nodes): raise --tbs to at least {needed:,.0f}")
 
 
 def _feasible(ctx: PlanningContext, limits, target: float) -> bool:  # noqa: ANN001

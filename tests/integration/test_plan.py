@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from geotrain.cli import app
-from geotrain.domain import Constraints, Continent, JobSpec, Market, Objective
+from geotrain.domain import Constraints, Continent, JobSpec, Market, Objective, SyncSettings
 from geotrain.errors import InfeasibleError, InputError
 from geotrain.planning.planfile import load_plan, plan_to_dict, save_plan
 from geotrain.planning.planner import PlanOptions, make_plan
@@ -230,3 +230,17 @@ def test_capacity_confidence_caps_each_zone_pool_and_the_plan_says_the_whole_mix
     assert any(a.startswith(f"capacity: the whole mix can be had at once with a chance of {chance:.0%}")
                for a in plan.assumptions)
     assert plan.totals.samples_per_s >= 300 * 0.999
+
+
+def test_when_the_hivemind_ceiling_binds_the_error_says_so_and_how_large_a_batch_would_do():
+    sync = SyncSettings(target_batch_size=4096)
+    with pytest.raises(InfeasibleError) as info:
+        plan_for(objective=Objective.MIN_COST, target_samples_per_s=3000, sync=sync,
+                 constraints=Constraints(accelerators=frozenset({"T4"})))
+    message = str(info.value)
+    assert "the hivemind ceiling binds" in message and "raise --tbs to at least" in message
+    needed = int(message.rsplit("raise --tbs to at least ", 1)[1].replace(",", ""))
+    ceiling = int(message.split("= at most ", 1)[1].split(" samples/s", 1)[0].replace(",", ""))
+    assert ceiling < 3000
+    # the advised batch lifts the ceiling (it grows with the batch) to twice the target
+    assert needed == pytest.approx(2 * 3000 * 4096 / ceiling, rel=0.01)
