@@ -352,15 +352,41 @@ class SolverReport:
     dominated: int
 
 
+class BaselineKind(StrEnum):
+    """What a simpler tool would have picked for the same job, under the same limits."""
+
+    SINGLE_ZONE = "single-zone"  # n nodes of one offer in one zone (or one region-wide offer)
+    SINGLE_REGION = "single-region"  # n nodes of one instance type and market, over the zones of one region
+    CHEAPEST_IDENTICAL = "cheapest-identical"  # SkyPilot's rule: the cheapest offer that holds n identical nodes
+
+
+BASELINE_WORDS = {
+    BaselineKind.SINGLE_ZONE: "best single-zone homogeneous",
+    BaselineKind.SINGLE_REGION: "best single-region homogeneous",
+    BaselineKind.CHEAPEST_IDENTICAL: "cheapest n identical nodes (SkyPilot's rule)",
+}
+
+
 @dataclass(frozen=True, slots=True)
 class Baseline:
-    """The best single-region homogeneous choice for the same job (what a one-offer tool would pick)."""
+    """One simpler choice for the same job, evaluated by the perf model like the plan itself."""
 
-    offer: Offer
-    count: int
+    groups: tuple[NodeGroup, ...]
     samples_per_s: float
     usd_per_hour: float
     usd_per_million_samples: float
+    kind: BaselineKind = BaselineKind.SINGLE_ZONE
+
+    @property
+    def offer(self) -> Offer:
+        return self.groups[0].offer
+
+    @property
+    def count(self) -> int:
+        return sum(g.count for g in self.groups)
+
+    def describe(self) -> str:
+        return " + ".join(f"{g.count} x {g.offer.offer_id}" for g in self.groups)
 
 
 @dataclass(frozen=True, slots=True)
@@ -375,8 +401,17 @@ class Plan:
     recovery_h: float = 0.25  # work an interruption costs (checkpoint interval share + restart)
     provider: str | None = None  # "local": predicted for the local provider's nodes (processes here)
     frontier: tuple[tuple[float, float], ...] = ()  # (samples/s, $/h)
-    baseline: Baseline | None = None
+    baselines: tuple[Baseline, ...] = ()  # one per kind that reaches the job's goal under its limits
     assumptions: tuple[str, ...] = ()
+    missing_baselines: tuple[tuple[BaselineKind, str], ...] = ()  # kinds with none, and why
+
+    @property
+    def baseline(self) -> Baseline | None:
+        """The best single-region homogeneous choice (else the first baseline there is)."""
+        for b in self.baselines:
+            if b.kind is BaselineKind.SINGLE_REGION:
+                return b
+        return self.baselines[0] if self.baselines else None
 
     @property
     def nodes(self) -> int:

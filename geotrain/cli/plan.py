@@ -8,7 +8,7 @@ from typing import Any
 import typer
 
 from geotrain.cli.render import console, finite, percent, print_json, split_values, usd
-from geotrain.domain import PRECISIONS, Objective, SyncSettings, SyncStrategyName
+from geotrain.domain import BASELINE_WORDS, PRECISIONS, Objective, SyncSettings, SyncStrategyName
 
 _OBJECTIVES = tuple(o.value for o in Objective)
 _STRATEGIES = tuple(s.value for s in SyncStrategyName)
@@ -145,12 +145,12 @@ def render(plan, *, output: Path | None, plot: Path | None) -> None:  # noqa: AN
     out.print(f"sync           {job.sync.describe()}")
     out.print(f"interruptions  {t.interruptions_per_hour:.4f} expected per hour")
     out.print(f"bottleneck     {t.bottleneck}")
-    if plan.baseline is not None:
-        b = plan.baseline
-        saved = savings(plan)
-        out.print(f"baseline       best single-region homogeneous: {b.count} x {b.offer.offer_id}: "
+    for b in plan.baselines:
+        out.print(f"baseline       {BASELINE_WORDS[b.kind]}: {b.describe()}: "
                   f"{b.samples_per_s:,.1f} samples/s, {usd(b.usd_per_hour, 3)}/h, "
-                  f"{usd(b.usd_per_million_samples, 3)} per 1M samples; the mix saves {percent(saved)}")
+                  f"{usd(b.usd_per_million_samples, 3)} per 1M samples; the mix saves {percent(savings(plan, b))}")
+    for kind, why in plan.missing_baselines:
+        out.print(f"baseline       {BASELINE_WORDS[kind]}: none ({why})")
     if plan.frontier:
         points = ", ".join(f"{sps:,.0f}/s for {usd(cost, 2)}/h" for sps, cost in plan.frontier)
         out.print(f"frontier       {points}")

@@ -1,62 +1,160 @@
-"""The best single-region homogeneous choice: n nodes of one offer, chosen by the job's objective.
+"""What simpler tools would pick for the same job, under the same limits, by the job's objective:
 
-This is what a one-offer tool (SkyPilot's cheapest resource) can do at best; the plan reports how
-much the mix saves against it. For max_throughput, rates within the solver's relative tolerance of
-the best count as equal and the cheapest of them wins, as in the solver's own search. Candidates are scanned with the solver's model (fast), the winner is
-evaluated with the perf model like the plan itself.
+- *single-zone homogeneous*: n nodes of one offer (one zone, or one region-wide offer);
+- *single-region homogeneous*: n nodes of one instance type and market over the zones of one region,
+  the cheapest zones filled first;
+- *cheapest identical* (SkyPilot's rule): for n nodes, the offer with the lowest price per node that
+  can hold all n; the smallest such n that meets the goal.
+
+Options are scanned with the solver's model (fast); the best few of each kind are evaluated with the
+perf model, like the plan itself, and the best by the perf model that meets the job's goal is the
+baseline. A kind with no option meeting the goal is reported with the reason. For max_throughput,
+rates within the solver's relative tolerance of the best count as equal and the cheapest wins.
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
+from collections import defaultdict
+from dataclasses import dataclass, replace
 
-from geotrain.domain import Baseline, NodeGroup, Objective
-from geotrain.planning.planner import PlanningContext
+from geotrain.domain import BASELINE_WORDS, Baseline, BaselineKind, NodeGroup, Objective
+from geotrain.planning.planner import PlanningContext, totals_of
 from geotrain.solver import semantics
 
+EVALUATED_PER_KIND = 8  # options of each kind evaluated with the perf model
 
-def best_homogeneous(ctx: PlanningContext) -> Baseline | None:
-    job, problem = ctx.job, ctx.problem
+
+@dataclass(frozen=True, slots=True)
+class _Option:
+    counts: tuple[tuple[int, int], ...]  # (candidate index, nodes)
+    rate: float  # the solver model's samples/s
+    usd_per_hour: float
+
+
+def baselines_of(ctx: PlanningContext) -> tuple[tuple[Baseline, ...], tuple[tuple[BaselineKind, str], ...]]:
+    options = _options(ctx)
+    found, missing = [], []
+    for kind in BaselineKind:
+        best = _best(ctx, options[kind])
+        if best is None:
+            missing.append((kind, _why_none(ctx, kind)))
+        else:
+            found.append(replace(best, kind=kind))
+    return tuple(found), tuple(missing)
+
+
+def _options(ctx: PlanningContext) -> dict[BaselineKind, list[_Option]]:
+    problem = ctx.problem
     limits = problem.limits
-    best = None  # (score, candidate index, n)
-    fastest: list[tuple[float, float, int, int]] = []  # max_throughput: (rate, cost, candidate index, n)
-    for index, cand in enumerate(problem.candidates):
-        if cand.minimum and any(c.minimum for j, c in enumerate(problem.candidates) if j != index):
+    cands = problem.candidates
+    out: dict[BaselineKind, list[_Option]] = {kind: [] for kind in BaselineKind}
+    pinned = [i for i, c in enumerate(cands) if c.minimum]
+    if len(pinned) > 1:
+        return out  # nodes that must stay in several offers: no homogeneous choice keeps them
+    allowed = pinned or range(len(cands))
+
+    def scan(indices: list[int], n: int) -> _Option | None:
+        """n nodes over ``indices`` (cheapest first, each up to its capacity and the zone limit)."""
+        left, counts = n, []
+        for i in indices:
+            room = cands[i].capacity
+            if limits.max_nodes_per_zone is not None:
+                room = min(room, limits.max_nodes_per_zone)
+            take = min(room, left)
+            if take:
+                counts.append((i, take))
+                left -= take
+            if not left:
+                break
+        if left:
+            return None
+        sub = replace(problem, candidates=tuple(cands[i] for i, _ in counts))
+        x = tuple(k for _, k in counts)
+        if not semantics.structurally_feasible(sub, x):
+            return None
+        rate = semantics.throughput(sub, x)
+        return _Option(tuple(counts), rate, semantics.hourly_cost(sub, x, rate))
+
+    top = problem.node_cap
+    # for min_cost more nodes of the same choice only cost more once the target is met: stop there
+    enough = (lambda o: o is not None and _meets(ctx, o.rate, o.usd_per_hour)) \
+        if ctx.job.objective is Objective.MIN_COST else (lambda o: False)  # noqa: E731
+    zone_limit = limits.max_nodes_per_zone if limits.max_nodes_per_zone is not None else top
+    for i in allowed:
+        for n in range(max(1, cands[i].minimum), min(cands[i].capacity, zone_limit, top) + 1):
+            option = scan([i], n)
+            if option is not None:
+                out[BaselineKind.SINGLE_ZONE].append(option)
+            if enough(option):
+                break
+    for n in range(1, min(top, zone_limit) + 1):
+        holding = [(cands[i].price_usd_per_hour, -cands[i].rate, cands[i].key, i) for i in allowed
+                   if cands[i].capacity >= n and cands[i].minimum <= n]
+        if not holding:
+            break
+        option = scan([min(holding)[3]], n)
+        out[BaselineKind.CHEAPEST_IDENTICAL].append(option)
+        if enough(option):
+            break
+    groups: dict[tuple, list[int]] = defaultdict(list)
+    for i in allowed:
+        c = cands[i]
+        offer = ctx.candidates.offers[c.key]
+        groups[(c.region, offer.shape.instance_type, c.market)].append(i)
+    for indices in groups.values():
+        indices.sort(key=lambda i: (cands[i].price_usd_per_hour, cands[i].key))
+        for n in range(1, top + 1):
+            option = scan(indices, n)
+            if option is not None:
+                out[BaselineKind.SINGLE_REGION].append(option)
+            if enough(option):
+                break
+    return out
+
+
+def _meets(ctx: PlanningContext, rate: float, usd_per_hour: float) -> bool:
+    job, limits = ctx.job, ctx.problem.limits
+    floor = limits.min_samples_per_s or 0.0
+    if job.objective is Objective.MIN_COST:
+        floor = max(floor, job.target_samples_per_s or 0.0)
+    if rate <= 0 or rate < floor * (1 - 1e-9):
+        return False
+    return limits.budget_usd_per_hour is None or usd_per_hour <= limits.budget_usd_per_hour * (1 + 1e-9)
+
+
+def _score(ctx: PlanningContext, rate: float, usd_per_hour: float) -> tuple[float, float]:
+    objective = ctx.job.objective
+    if objective is Objective.MIN_COST:
+        return (usd_per_hour, 0.0)
+    if objective is Objective.MAX_THROUGHPUT:
+        return (-rate, usd_per_hour)
+    return (usd_per_hour / rate, 0.0)
+
+
+def _best(ctx: PlanningContext, options: list[_Option | None]) -> Baseline | None:
+    feasible = [o for o in options if o is not None and _meets(ctx, o.rate, o.usd_per_hour)]
+    feasible.sort(key=lambda o: _score(ctx, o.rate, o.usd_per_hour))
+    best, best_score = None, None
+    for option in feasible[:EVALUATED_PER_KIND]:
+        groups = [NodeGroup(ctx.candidates.offers[ctx.problem.candidates[i].key], n) for i, n in option.counts]
+        estimate = ctx.perf.predict(ctx.workload, groups, ctx.job.sync, ctx.data)
+        rate = totals_of(ctx, groups, estimate).goodput_samples_per_s
+        if not _meets(ctx, rate, estimate.usd_per_hour):
             continue
-        single = replace(problem, candidates=(cand,), limits=limits)
-        top = min(cand.capacity, problem.node_cap)
-        if limits.max_nodes_per_zone is not None:
-            top = min(top, limits.max_nodes_per_zone)
-        for n in range(max(1, cand.minimum), top + 1):
-            x = (n,)
-            if not semantics.structurally_feasible(single, x):
-                continue
-            rate = semantics.throughput(single, x)
-            floor = limits.min_samples_per_s or 0.0
-            cost = semantics.hourly_cost(single, x, rate)
-            if rate < floor or (limits.budget_usd_per_hour is not None and cost > limits.budget_usd_per_hour):
-                continue
-            if job.objective is Objective.MIN_COST:
-                if rate < job.target_samples_per_s:
-                    continue
-                score = (cost, 0.0)
-            elif job.objective is Objective.MAX_THROUGHPUT:
-                fastest.append((rate, cost, index, n))
-                continue
-            else:
-                score = (cost / rate, 0.0)
-            if best is None or score < best[0]:
-                best = (score, index, n)
-            if job.objective is Objective.MIN_COST:
-                break  # more nodes of the same offer only cost more
-    if fastest:
-        top_rate = max(f[0] for f in fastest)
-        near = [f for f in fastest if f[0] >= top_rate * (1 - ctx.options.tolerance)]
-        _, cost, index, n = min(near, key=lambda f: (f[1], -f[0]))
-        best = ((cost, 0.0), index, n)
-    if best is None:
-        return None
-    _, index, n = best
-    offer = ctx.candidates.offers[problem.candidates[index].key]
-    estimate = ctx.perf.predict(ctx.workload, [NodeGroup(offer, n)], job.sync, ctx.data)
-    return Baseline(offer, n, estimate.samples_per_s, estimate.usd_per_hour, estimate.usd_per_million_samples)
+        score = _score(ctx, rate, estimate.usd_per_hour)
+        if ctx.job.objective is Objective.MAX_THROUGHPUT and best is not None:
+            # rates within the tolerance of the best count as equal: the cheaper wins
+            if abs(rate - best.samples_per_s) <= ctx.options.tolerance * best.samples_per_s:
+                score = (-best.samples_per_s, estimate.usd_per_hour)
+        if best_score is None or score < best_score:
+            best_score = score
+            best = Baseline(tuple(groups), estimate.samples_per_s, estimate.usd_per_hour,
+                            estimate.usd_per_million_samples)
+    return best
+
+
+def _why_none(ctx: PlanningContext, kind: BaselineKind) -> str:
+    job = ctx.job
+    goal = (f"reaches {job.target_samples_per_s:,.0f} samples/s" if job.objective is Objective.MIN_COST
+            else "meets the job's limits")
+    return f"no {BASELINE_WORDS[kind]} choice {goal} within the limits (≤ {ctx.problem.node_cap} nodes)"

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from geotrain.config import job_to_mapping, parse_job_spec
-from geotrain.domain import Baseline, Objective, Plan, PlanItem, PlanTotals, SolverReport
+from geotrain.domain import Baseline, BaselineKind, NodeGroup, Objective, Plan, PlanItem, PlanTotals, SolverReport
 from geotrain.errors import InputError
 from geotrain.files import atomic_write_text
 from geotrain.pricing.records import offer_record, offers_from_records
@@ -57,20 +57,24 @@ def plan_to_dict(plan: Plan) -> dict[str, Any]:
             "candidates": plan.solver.candidates, "dominated": plan.solver.dominated,
         },
         "frontier": [list(point) for point in plan.frontier],
-        "baseline": None if base is None else {
-            "offer": offer_record(base.offer), "count": base.count, "samples_per_s": base.samples_per_s,
-            "usd_per_hour": base.usd_per_hour, "usd_per_million_samples": base.usd_per_million_samples,
-        },
-        "savings_vs_baseline": savings(plan),
+        "baselines": [{
+            "kind": b.kind.value, "groups": [{"offer": offer_record(g.offer), "count": g.count} for g in b.groups],
+            "samples_per_s": b.samples_per_s, "usd_per_hour": b.usd_per_hour,
+            "usd_per_million_samples": b.usd_per_million_samples, "savings": savings(plan, b),
+        } for b in plan.baselines],
+        "missing_baselines": [[kind.value, why] for kind, why in plan.missing_baselines],
+        "savings_vs_baseline": savings(plan, base),
         "assumptions": list(plan.assumptions),
     }
 
 
-def savings(plan: Plan) -> float | None:
-    """Share of the baseline's $/1M samples the plan saves (negative: it costs more)."""
-    if plan.baseline is None or not plan.baseline.usd_per_million_samples:
+def savings(plan: Plan, baseline: Baseline | None = None) -> float | None:
+    """Share of a baseline's $/1M samples the plan saves (negative: it costs more); by default the
+    plan's single-region baseline."""
+    baseline = plan.baseline if baseline is None else baseline
+    if baseline is None or not baseline.usd_per_million_samples:
         return None
-    return 1 - plan.totals.usd_per_million_samples / plan.baseline.usd_per_million_samples
+    return 1 - plan.totals.usd_per_million_samples / baseline.usd_per_million_samples
 
 
 def save_plan(plan: Plan, path: str | Path) -> None:
@@ -100,7 +104,8 @@ def plan_from_dict(data: Mapping[str, Any], origin: str) -> Plan:
              for f, offer in zip(item_fields, offers, strict=True)]
     totals = top.section("totals", required=True)
     solver = top.section("solver", required=True)
-    baseline = _baseline(top.section("baseline"), origin)
+    baselines = _baselines(data, top, origin)
+    missing = _missing(data.get("missing_baselines") or [], origin)
     plan = Plan(
         plan_id=top.text("plan_id"), created_at=_time(top, "created_at"), snapshot_id=top.text("snapshot_id"),
         job=job, items=tuple(items),
@@ -126,7 +131,7 @@ def plan_from_dict(data: Mapping[str, Any], origin: str) -> Plan:
         recovery_h=options.number("recovery_h", minimum=0),
         provider=options.text("provider", None),
         frontier=_frontier(data.get("frontier") or [], origin),
-        baseline=baseline,
+        baselines=baselines, missing_baselines=missing,
         assumptions=_assumptions(data.get("assumptions"), origin),
     )
     return plan
@@ -169,9 +174,37 @@ def _frontier(points: Any, origin: str) -> tuple[tuple[float, float], ...]:
         raise InputError(f"{origin}: frontier: must be a list of [samples_per_s, usd_per_hour] pairs") from None
 
 
-def _baseline(fields: Fields | None, origin: str) -> Baseline | None:
-    if fields is None:
-        return None
-    offer = offers_from_records([fields.mapping("offer")], f"{origin}: baseline")[0]
-    return Baseline(offer, fields.whole("count", minimum=1), fields.number("samples_per_s", minimum=0),
-                    fields.number("usd_per_hour", minimum=0), fields.number("usd_per_million_samples", minimum=0))
+def _baselines(data: Mapping[str, Any], top: Fields, origin: str) -> tuple[Baseline, ...]:
+    """``baselines`` (a list, one per kind); files written before it have one ``baseline``: n nodes of
+    one offer, the single-zone kind."""
+    if "baselines" not in data:
+        fields = top.section("baseline")
+        if fields is None:
+            return ()
+        offer = offers_from_records([fields.mapping("offer")], f"{origin}: baseline")[0]
+        return (Baseline((NodeGroup(offer, fields.whole("count", minimum=1)),),
+                         fields.number("samples_per_s", minimum=0), fields.number("usd_per_hour", minimum=0),
+                         fields.number("usd_per_million_samples", minimum=0), BaselineKind.SINGLE_ZONE),)
+    if data["baselines"] == []:
+        return ()
+    out = []
+    for fields in top.sections("baselines"):
+        group_fields = fields.sections("groups")
+        offers = offers_from_records([g.mapping("offer") for g in group_fields], f"{origin}: baselines")
+        groups = tuple(NodeGroup(offer, g.whole("count", minimum=1))
+                       for g, offer in zip(group_fields, offers, strict=True))
+        if not groups:
+            raise InputError(f"{origin}: baselines: a baseline needs at least one group of nodes")
+        out.append(Baseline(groups, fields.number("samples_per_s", minimum=0), fields.number("usd_per_hour", minimum=0),
+                            fields.number("usd_per_million_samples", minimum=0),
+                            BaselineKind(fields.choice("kind", [k.value for k in BaselineKind]))))
+    return tuple(out)
+
+
+def _missing(value: Any, origin: str) -> tuple[tuple[BaselineKind, str], ...]:
+    kinds = {k.value: k for k in BaselineKind}
+    if not isinstance(value, list) or not all(
+            isinstance(v, list) and len(v) == 2 and v[0] in kinds and isinstance(v[1], str) for v in value):
+        raise InputError(f"{origin}: missing_baselines: must be a list of [kind, reason] pairs, kind one of "
+                         f"{', '.join(kinds)}")
+    return tuple((kinds[k], why) for k, why in value)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 
 from geotrain.domain import (
-    Baseline, JobSpec, Location, NodeGroup, Objective, Offer, Plan, PlanItem, PlanTotals, SolverReport,
+    BASELINE_WORDS, Baseline, BaselineKind, JobSpec, Location, NodeGroup, Objective, Offer, Plan, PlanItem, PlanTotals, SolverReport,
 )
 from geotrain.errors import InfeasibleError, InputError
 from geotrain.perf.describe import bottleneck_words
@@ -93,18 +93,20 @@ def make_plan(job: JobSpec, snapshot: PriceSnapshot, *, inventory: Inventory | N
     if options.frontier_points:
         searcher.restart_clock(options.frontier_time_limit_s)
         frontier = searcher.frontier(options.frontier_points)
-    baseline = baseline_of(ctx)
+    baselines, missing = baselines_for(ctx)
     notes: tuple[str, ...] = ()
-    better = baseline_if_better(ctx, groups, estimate, baseline)
-    if better is not None:
+    solved = (f"the solver's mix ({_mix_words(groups)}: ${estimate.usd_per_hour:,.3f}/h, "
+              f"{totals_of(ctx, groups, estimate).goodput_samples_per_s:,.1f} samples/s by the perf model)")
+    for baseline in baselines:
+        better = baseline_if_better(ctx, groups, estimate, baseline)
+        if better is None:
+            continue
         # the solver's model and the perf model disagree on this mix: plan the baseline, which the perf
-        # model prices better under the same limits, and say so (the plan is never worse than it)
-        notes = (f"the solver's mix ({_mix_words(groups)}: ${estimate.usd_per_hour:,.3f}/h, "
-                 f"{totals_of(ctx, groups, estimate).goodput_samples_per_s:,.1f} samples/s by the perf model) did "
-                 "worse than the best single-region homogeneous choice, which is planned instead",)
+        # model prices better under the same limits, and say so (the plan is never worse than one)
+        notes = (f"{solved} did worse than the {BASELINE_WORDS[baseline.kind]} choice, which is planned instead",)
         groups, estimate = better
         result = replace(result, status=SolveStatus.FEASIBLE)
-    plan = assemble(ctx, snapshot, result, groups, estimate, frontier, baseline)
+    plan = assemble(ctx, snapshot, result, groups, estimate, frontier, baselines, missing)
     return replace(plan, assumptions=plan.assumptions + notes) if notes else plan
 
 
@@ -115,7 +117,7 @@ def baseline_if_better(ctx: PlanningContext, groups: list[NodeGroup], estimate: 
     if baseline is None or any(c.minimum for c in ctx.problem.candidates):
         return None  # nodes that must stay (kept, or on-prem machines that must be used): not a baseline's
     job, limits = ctx.job, ctx.problem.limits
-    base_groups = [NodeGroup(baseline.offer, baseline.count)]
+    base_groups = list(baseline.groups)
     base = ctx.perf.predict(ctx.workload, base_groups, job.sync, ctx.data)
     mine, theirs = totals_of(ctx, groups, estimate), totals_of(ctx, base_groups, base)
     floor = max(limits.min_samples_per_s or 0.0,
@@ -151,18 +153,20 @@ def plan_for_nodes(job: JobSpec, snapshot: PriceSnapshot, nodes: str, *, invento
     groups = resolve_nodes(requests, offers)
     estimate = ctx.perf.predict(ctx.workload, groups, job.sync, ctx.data)
     given = SearchResult("given", None, estimate.samples_per_s, estimate.usd_per_hour, SolveStatus.OPTIMAL, 0.0, 0.0, 0)
-    plan = assemble(ctx, snapshot, given, groups, estimate, (), baseline_of(ctx) if ctx.problem.candidates else None)
+    baselines, missing = baselines_for(ctx)
+    plan = assemble(ctx, snapshot, given, groups, estimate, (), baselines, missing)
     return replace(plan, solver=replace(plan.solver, status="given", candidates=0, dominated=0))
 
 
-def baseline_of(ctx: PlanningContext) -> Baseline | None:
-    """The best single-region homogeneous choice; none for a local-provider plan, where every offer
-    trains at this machine's CPU rate and the comparison would say nothing about the clouds."""
-    if ctx.options.provider == LOCAL_PROVIDER:
-        return None
-    from geotrain.planning.baseline import best_homogeneous
+def baselines_for(ctx: PlanningContext) -> tuple[tuple[Baseline, ...], tuple[tuple[BaselineKind, str], ...]]:
+    """The simpler choices the plan is compared with (``planning.baseline``); none for a local-provider
+    plan, where every offer trains at this machine's CPU rate and the comparison would say nothing
+    about the clouds."""
+    if ctx.options.provider == LOCAL_PROVIDER or not ctx.problem.candidates:
+        return (), ()
+    from geotrain.planning.baseline import baselines_of
 
-    return best_homogeneous(ctx)
+    return baselines_of(ctx)
 
 
 def build_context(job: JobSpec, snapshot: PriceSnapshot, *, inventory: Inventory | None = None,
@@ -320,7 +324,8 @@ def totals_of(ctx: PlanningContext, groups: list[NodeGroup], estimate: Estimate)
 
 
 def assemble(ctx: PlanningContext, snapshot: PriceSnapshot, result: SearchResult, groups: list[NodeGroup],
-             estimate: Estimate, frontier, baseline: Baseline | None) -> Plan:  # noqa: ANN001
+             estimate: Estimate, frontier, baselines: tuple[Baseline, ...] = (),  # noqa: ANN001
+             missing: tuple[tuple[BaselineKind, str], ...] = ()) -> Plan:
     raw = [r.samples_per_s * g.count for g, r in zip(estimate.groups, estimate.rates, strict=True)]
     total = sum(raw)
     items = tuple(PlanItem(g.offer, g.count, estimate.samples_per_s * part / total)
@@ -337,8 +342,8 @@ def assemble(ctx: PlanningContext, snapshot: PriceSnapshot, result: SearchResult
     return Plan(
         plan_id=f"plan-{digest}", created_at=created, snapshot_id=snapshot.snapshot_id, job=ctx.job, items=items,
         totals=totals_of(ctx, groups, estimate), solver=solver,
-        recovery_h=ctx.options.recovery_h, provider=ctx.options.provider, frontier=tuple(frontier), baseline=baseline,
-        assumptions=assumptions,
+        recovery_h=ctx.options.recovery_h, provider=ctx.options.provider, frontier=tuple(frontier),
+        baselines=baselines, missing_baselines=missing, assumptions=assumptions,
     )
 
 

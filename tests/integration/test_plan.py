@@ -206,11 +206,33 @@ def test_a_plan_is_never_worse_than_its_baseline_by_the_perf_model():
 
     plan = plan_for(objective=Objective.MIN_COST, target_samples_per_s=500,
                     constraints=Constraints(accelerators=frozenset({"T4"}), max_nodes_per_zone=8))
-    assert plan.baseline is not None and savings(plan) >= -1e-9
+    assert plan.baselines and all(savings(plan, b) >= -1e-9 for b in plan.baselines)
     assert plan.totals.goodput_samples_per_s >= 500 * (1 - 1e-9)
-    if savings(plan) < 1e-9:  # the fallback: said, and not called optimal
+    if min(savings(plan, b) for b in plan.baselines) < 1e-9:  # the fallback: said, and not called optimal
         assert plan.solver.status == "feasible"
-        assert any("did worse than the best single-region homogeneous choice" in a for a in plan.assumptions)
+        assert any("did worse than the" in a and "which is planned instead" in a for a in plan.assumptions)
+
+
+def test_every_baseline_kind_is_there_or_says_why_and_the_plan_file_keeps_them(tmp_path):
+    from geotrain.domain import BaselineKind
+    from geotrain.planning.planfile import load_plan, save_plan
+
+    plan = plan_for(objective=Objective.MIN_COST, target_samples_per_s=300,
+                    constraints=Constraints(accelerators=frozenset({"T4"}), max_nodes_per_zone=4))
+    kinds = [b.kind for b in plan.baselines] + [k for k, _ in plan.missing_baselines]
+    assert sorted(kinds) == sorted(BaselineKind)
+    for b in plan.baselines:
+        assert b.samples_per_s > 0 and b.usd_per_million_samples > 0
+        assert all(g.count <= 4 for g in b.groups)  # the same limits as the plan
+        if b.kind is not BaselineKind.SINGLE_REGION:
+            assert len(b.groups) == 1
+        assert len({g.offer.location.region_scope for g in b.groups}) == 1
+        assert len({(g.offer.shape.instance_type, g.offer.market) for g in b.groups}) == 1
+    for _, why in plan.missing_baselines:
+        assert "within the limits" in why
+    save_plan(plan, tmp_path / "plan.json")
+    again = load_plan(tmp_path / "plan.json")
+    assert again.baselines == plan.baselines and again.missing_baselines == plan.missing_baselines
 
 
 def test_capacity_confidence_caps_each_zone_pool_and_the_plan_says_the_whole_mix_chance():
