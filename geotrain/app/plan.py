@@ -9,7 +9,7 @@ from typing import Any
 from geotrain.config import parse_job_spec
 from geotrain.domain import Plan
 from geotrain.errors import InputError, JobSpecError
-from geotrain.planning.planfile import plan_to_dict, save_plan, savings
+from geotrain.planning.planfile import advantage, plan_to_dict, save_plan, savings
 from geotrain.planning.planner import PlanOptions, make_plan, plan_for_nodes
 from geotrain.pricing.inventory import load_inventory
 from geotrain.pricing.snapshot import SnapshotStore
@@ -121,4 +121,4 @@ def plan_record(plan: Plan) -> dict[str, Any]:
     return plan_to_dict(plan)
 
 
-__all__ = ["PROVIDERS", "PlanRequest", "plan_record", "run_plan", "savings"]
+__all__ = ["PROVIDERS", "PlanRequest", "advantage", "plan_record", "run_plan", "savings"]

@@ -120,7 +120,7 @@ def _quotas(items: list[str] | None) -> dict[str, int] | None:
 def render(plan, *, output: Path | None, plot: Path | None) -> None:  # noqa: ANN001
     from rich.table import Table
 
-    from geotrain.app.plan import savings
+    from geotrain.app.plan import advantage
 
     out = console()
     job = plan.job
@@ -146,9 +146,11 @@ def render(plan, *, output: Path | None, plot: Path | None) -> None:  # noqa: AN
     out.print(f"interruptions  {t.interruptions_per_hour:.4f} expected per hour")
     out.print(f"bottleneck     {t.bottleneck}")
     for b in plan.baselines:
+        share, verb = advantage(plan, b)
+        more = " more samples/s" if verb == "trains" else ""
         out.print(f"baseline       {BASELINE_WORDS[b.kind]}: {b.describe()}: "
                   f"{b.samples_per_s:,.1f} samples/s, {usd(b.usd_per_hour, 3)}/h, "
-                  f"{usd(b.usd_per_million_samples, 3)} per 1M samples; the mix saves {percent(savings(plan, b))}")
+                  f"{usd(b.usd_per_million_samples, 3)} per 1M samples; the mix {verb} {percent(share)}{more}")
     for kind, why in plan.missing_baselines:
         out.print(f"baseline       {BASELINE_WORDS[kind]}: none ({why})")
     if plan.frontier:

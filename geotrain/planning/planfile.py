@@ -68,6 +68,16 @@ def plan_to_dict(plan: Plan) -> dict[str, Any]:
     }
 
 
+def advantage(plan: Plan, baseline: Baseline) -> tuple[float | None, str]:
+    """How much better the plan does than ``baseline`` by the job's objective, and the verb: the share
+    more samples/s it trains (max_throughput, within the same budget), else the share of $/1M saved."""
+    if plan.job.objective is Objective.MAX_THROUGHPUT:
+        if not baseline.samples_per_s:
+            return None, "trains"
+        return plan.totals.goodput_samples_per_s / baseline.samples_per_s - 1, "trains"
+    return savings(plan, baseline), "saves"
+
+
 def savings(plan: Plan, baseline: Baseline | None = None) -> float | None:
     """Share of a baseline's $/1M samples the plan saves (negative: it costs more); by default the
     plan's single-region baseline."""

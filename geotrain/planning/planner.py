@@ -106,6 +106,16 @@ def make_plan(job: JobSpec, snapshot: PriceSnapshot, *, inventory: Inventory | N
         notes = (f"{solved} did worse than the {BASELINE_WORDS[baseline.kind]} choice, which is planned instead",)
         groups, estimate = better
         result = replace(result, status=SolveStatus.FEASIBLE)
+    final = totals_of(ctx, groups, estimate)
+    if not keeps_the_goal(ctx, final.goodput_samples_per_s, estimate.usd_per_hour):
+        # the solver's own model overstates this mix (it does not yet see every term of the perf model)
+        # and no simpler choice meets the goal either: an honest "out of reach", not a wrong plan
+        budget = ctx.problem.limits.budget_usd_per_hour
+        raise InfeasibleError(
+            f"{solved} misses the job's goal (target or deadline rate, budget"
+            + (f" ${budget:,.2f}/h" if budget is not None else "") + "), though the solver's own model says it "
+            f"meets it ({job.strategy.value}); no single-zone, single-region or identical-nodes choice meets it "
+            "either; lower the target, raise the budget, or try another --strategy")
     plan = assemble(ctx, snapshot, result, groups, estimate, frontier, baselines, missing)
     return replace(plan, assumptions=plan.assumptions + notes) if notes else plan
 
@@ -116,16 +126,14 @@ def baseline_if_better(ctx: PlanningContext, groups: list[NodeGroup], estimate: 
     than the solved mix and keeps its limits; None otherwise."""
     if baseline is None or any(c.minimum for c in ctx.problem.candidates):
         return None  # nodes that must stay (kept, or on-prem machines that must be used): not a baseline's
-    job, limits = ctx.job, ctx.problem.limits
+    job = ctx.job
     base_groups = list(baseline.groups)
     base = ctx.perf.predict(ctx.workload, base_groups, job.sync, ctx.data)
     mine, theirs = totals_of(ctx, groups, estimate), totals_of(ctx, base_groups, base)
-    floor = max(limits.min_samples_per_s or 0.0,
-                job.target_samples_per_s or 0.0 if job.objective is Objective.MIN_COST else 0.0)
-    if theirs.goodput_samples_per_s < floor * (1 - 1e-9):
+    if not keeps_the_goal(ctx, theirs.goodput_samples_per_s, base.usd_per_hour):
         return None
-    if limits.budget_usd_per_hour is not None and base.usd_per_hour > limits.budget_usd_per_hour * (1 + 1e-9):
-        return None
+    if not keeps_the_goal(ctx, mine.goodput_samples_per_s, estimate.usd_per_hour):
+        return base_groups, base  # the solver's mix misses the target or the budget by the perf model
     if job.objective is Objective.MIN_COST:
         wins = base.usd_per_hour < estimate.usd_per_hour * (1 - 1e-9)
     elif job.objective is Objective.MAX_THROUGHPUT:
@@ -133,6 +141,17 @@ def baseline_if_better(ctx: PlanningContext, groups: list[NodeGroup], estimate: 
     else:
         wins = base.usd_per_million_samples < estimate.usd_per_million_samples * (1 - 1e-9)
     return (base_groups, base) if wins else None
+
+
+def keeps_the_goal(ctx: PlanningContext, goodput_samples_per_s: float, usd_per_hour: float) -> bool:
+    """Whether a mix with these perf-model figures meets the job's target (min_cost), throughput floor
+    (deadline) and budget."""
+    job, limits = ctx.job, ctx.problem.limits
+    floor = max(limits.min_samples_per_s or 0.0,
+                job.target_samples_per_s or 0.0 if job.objective is Objective.MIN_COST else 0.0)
+    if goodput_samples_per_s < floor * (1 - 1e-6):
+        return False
+    return limits.budget_usd_per_hour is None or usd_per_hour <= limits.budget_usd_per_hour * (1 + 1e-6)
 
 
 def _mix_words(groups: list[NodeGroup]) -> str:

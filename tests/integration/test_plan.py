@@ -12,9 +12,9 @@ import pytest
 from typer.testing import CliRunner
 
 from geotrain.cli import app
-from geotrain.domain import Constraints, Continent, JobSpec, Market, Objective, SyncSettings
+from geotrain.domain import Constraints, Continent, JobSpec, Market, Objective, SyncSettings, SyncStrategyName
 from geotrain.errors import InfeasibleError, InputError
-from geotrain.planning.planfile import load_plan, plan_to_dict, save_plan
+from geotrain.planning.planfile import load_plan, plan_to_dict, save_plan, savings
 from geotrain.planning.planner import PlanOptions, make_plan
 from geotrain.pricing.inventory import load_inventory
 from geotrain.pricing.snapshot import bundled_snapshot
@@ -202,7 +202,6 @@ def test_a_remote_dataset_costs_egress_and_the_plan_shows_it():
 def test_a_plan_is_never_worse_than_its_baseline_by_the_perf_model():
     """convnext-large on T4 at ≤ 8 per zone: the MIP's mix spreads over three zones and pays $8.5/h of
     cross-zone egress that its model does not see; the plan falls back to the baseline and says so."""
-    from geotrain.planning.planfile import savings
 
     plan = plan_for(objective=Objective.MIN_COST, target_samples_per_s=500,
                     constraints=Constraints(accelerators=frozenset({"T4"}), max_nodes_per_zone=8))
@@ -266,3 +265,26 @@ def test_when_the_hivemind_ceiling_binds_the_error_says_so_and_how_large_a_batch
     assert ceiling < 3000
     # the advised batch lifts the ceiling (it grows with the batch) to twice the target
     assert needed == pytest.approx(2 * 3000 * 4096 / ceiling, rel=0.01)
+
+
+def test_a_mix_the_perf_model_says_misses_the_target_is_not_planned():
+    """asgd-ga on RoBERTa-XLM: the solver's model leaves out each region's per-step all-reduce and
+    believes its mix trains 3,000 samples/s; the perf model says 68. The plan is a baseline that
+    reaches the target by the perf model; with no such baseline, no plan (exit 3)."""
+    sync = SyncSettings(strategy=SyncStrategyName.ASGD_GA)
+    plan = plan_for(objective=Objective.MIN_COST, target_samples_per_s=3000, workload="roberta-xlm", sync=sync,
+                    constraints=Constraints(max_nodes_per_zone=4))
+    assert plan.totals.goodput_samples_per_s >= 3000 * (1 - 1e-6)
+    assert plan.solver.status == "feasible" and any("which is planned instead" in a for a in plan.assumptions)
+    with pytest.raises(InfeasibleError) as info:
+        plan_for(objective=Objective.MIN_COST, target_samples_per_s=1000, workload="roberta-xlm", sync=sync,
+                 constraints=Constraints(accelerators=frozenset({"T4"}), max_nodes_per_zone=5))
+    assert "by the perf model" in str(info.value) and info.value.exit_code == 3
+
+
+def test_a_budget_is_kept_by_the_perf_model():
+    plan = plan_for(objective=Objective.MAX_THROUGHPUT, budget_usd_per_hour=5,
+                    constraints=Constraints(accelerators=frozenset({"T4"}), max_nodes_per_zone=10))
+    assert plan.totals.usd_per_hour <= 5 * (1 + 1e-6)
+    # max_throughput: no baseline trains faster within the same budget
+    assert all(plan.totals.goodput_samples_per_s >= b.samples_per_s * (1 - 2e-3) for b in plan.baselines)
