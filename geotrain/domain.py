@@ -345,11 +345,14 @@ class SolverReport:
     objective: Objective
     status: str  # optimal | feasible
     gap: float
-    wall_s: float
+    wall_s: float  # the objective's search
     solves: int
     backend: str
     candidates: int
     dominated: int
+    total_s: float = 0.0  # all of planning, as the user waits for it (0: not measured)
+    frontier_s: float = 0.0
+    baselines_s: float = 0.0
 
 
 class BaselineKind(StrEnum):

@@ -159,6 +159,9 @@ def render(plan, *, output: Path | None, plot: Path | None) -> None:  # noqa: AN
     s = plan.solver
     out.print(f"solver         {s.status} (gap {s.gap:.2%}), {s.solves} MIP solves in {s.wall_s:.2f} s, "
               f"{s.candidates} candidates ({s.dominated} dominated offers dropped), {s.backend}")
+    if s.total_s:
+        out.print(f"time           planning took {s.total_s:.2f} s in all: the search {s.wall_s:.2f} s, the frontier "
+                  f"{s.frontier_s:.2f} s, the baselines {s.baselines_s:.2f} s")
     for line in plan.assumptions:
         out.print(f"assumption     {line}")
     if output:

@@ -55,6 +55,8 @@ def plan_to_dict(plan: Plan) -> dict[str, Any]:
             "objective": plan.solver.objective.value, "status": plan.solver.status, "gap": plan.solver.gap,
             "wall_s": plan.solver.wall_s, "solves": plan.solver.solves, "backend": plan.solver.backend,
             "candidates": plan.solver.candidates, "dominated": plan.solver.dominated,
+            "total_s": plan.solver.total_s, "frontier_s": plan.solver.frontier_s,
+            "baselines_s": plan.solver.baselines_s,
         },
         "frontier": [list(point) for point in plan.frontier],
         "baselines": [{
@@ -137,6 +139,8 @@ def plan_from_dict(data: Mapping[str, Any], origin: str) -> Plan:
             wall_s=solver.number("wall_s", 0.0, minimum=0), solves=solver.whole("solves", 0, minimum=0),
             backend=solver.text("backend", "CBC"), candidates=solver.whole("candidates", 0, minimum=0),
             dominated=solver.whole("dominated", 0, minimum=0),
+            total_s=solver.number("total_s", 0.0, minimum=0), frontier_s=solver.number("frontier_s", 0.0, minimum=0),
+            baselines_s=solver.number("baselines_s", 0.0, minimum=0),
         ),
         recovery_h=options.number("recovery_h", minimum=0),
         provider=options.text("provider", None),

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 
@@ -80,6 +81,7 @@ class PlanningContext:
 def make_plan(job: JobSpec, snapshot: PriceSnapshot, *, inventory: Inventory | None = None,
               perf: PerfModel | None = None, registry: WorkloadRegistry | None = None,
               options: PlanOptions = PlanOptions()) -> Plan:
+    started = time.perf_counter()
     ctx = build_context(job, snapshot, inventory=inventory, perf=perf, registry=registry, options=options)
     searcher = ctx.searcher()
     result = run_objective(ctx, searcher)
@@ -90,10 +92,14 @@ def make_plan(job: JobSpec, snapshot: PriceSnapshot, *, inventory: Inventory | N
     groups = groups_of(ctx, result.solution.counts)
     estimate = ctx.perf.predict(ctx.workload, groups, job.sync, ctx.data)
     frontier = ()
+    clock = time.perf_counter()
     if options.frontier_points:
         searcher.restart_clock(options.frontier_time_limit_s)
         frontier = searcher.frontier(options.frontier_points)
+    frontier_s = time.perf_counter() - clock
+    clock = time.perf_counter()
     baselines, missing = baselines_for(ctx)
+    baselines_s = time.perf_counter() - clock
     notes: tuple[str, ...] = ()
     solved = (f"the solver's mix ({_mix_words(groups)}: ${estimate.usd_per_hour:,.3f}/h, "
               f"{totals_of(ctx, groups, estimate).goodput_samples_per_s:,.1f} samples/s by the perf model)")
@@ -117,7 +123,9 @@ def make_plan(job: JobSpec, snapshot: PriceSnapshot, *, inventory: Inventory | N
             f"meets it ({job.strategy.value}); no single-zone, single-region or identical-nodes choice meets it "
             "either; lower the target, raise the budget, or try another --strategy")
     plan = assemble(ctx, snapshot, result, groups, estimate, frontier, baselines, missing)
-    return replace(plan, assumptions=plan.assumptions + notes) if notes else plan
+    timing = replace(plan.solver, total_s=time.perf_counter() - started, frontier_s=frontier_s,
+                     baselines_s=baselines_s)
+    return replace(plan, solver=timing, assumptions=plan.assumptions + notes)
 
 
 def baseline_if_better(ctx: PlanningContext, groups: list[NodeGroup], estimate: Estimate,

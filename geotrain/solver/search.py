@@ -37,6 +37,7 @@ from geotrain.solver.problem import Problem
 from geotrain.solver.result import SearchResult, Solution, SolveStatus
 
 DEFAULT_TOLERANCE = 1e-3
+FRONTIER_TOLERANCE = 0.05  # the frontier's top point: the fastest mix to within this share
 # a mix that trains slower than this share of its slowest candidate's rate is not worth planning
 NEGLIGIBLE_RATE_SHARE = 1e-3
 
@@ -245,7 +246,12 @@ class Searcher:
         best_high = None
         solution = self.solve_at(high)
         if not solution.found:
-            top = self.max_throughput()
+            # the fastest mix, to within 5 %: the frontier's top point needs no more (bounded work)
+            tolerance, self.tolerance = self.tolerance, max(self.tolerance, FRONTIER_TOLERANCE)
+            try:
+                top = self.max_throughput()
+            finally:
+                self.tolerance = tolerance
             best_high = top.samples_per_s
         else:
             best_high = self.throughput(solution)

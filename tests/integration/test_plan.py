@@ -288,3 +288,13 @@ def test_a_budget_is_kept_by_the_perf_model():
     assert plan.totals.usd_per_hour <= 5 * (1 + 1e-6)
     # max_throughput: no baseline trains faster within the same budget
     assert all(plan.totals.goodput_samples_per_s >= b.samples_per_s * (1 - 2e-3) for b in plan.baselines)
+
+
+def test_the_plan_reports_all_the_time_planning_took(tmp_path):
+    plan = plan_for(objective=Objective.MIN_COST, target_samples_per_s=300,
+                    options=replace(FAST, frontier_points=3, frontier_time_limit_s=5),
+                    constraints=Constraints(accelerators=frozenset({"T4"})))
+    s = plan.solver
+    assert s.total_s >= s.wall_s + s.frontier_s + s.baselines_s > 0 and s.frontier_s > 0
+    save_plan(plan, tmp_path / "plan.json")
+    assert load_plan(tmp_path / "plan.json").solver == s
