@@ -24,6 +24,7 @@ A job spec says what to train, what to optimise and within which limits::
       max_regions: 2
       max_nodes: 16
       max_nodes_per_zone: 4
+      max_gpus_per_zone: 16              # accelerators, whatever the node sizes
       max_zone_share: 0.5
       max_spot_share: 1.0
       spot_only: false
@@ -172,6 +173,7 @@ def _constraints(fields: Fields | None) -> Constraints:
         max_regions=fields.whole("max_regions", None, minimum=1),
         max_nodes=fields.whole("max_nodes", None, minimum=1),
         max_nodes_per_zone=fields.whole("max_nodes_per_zone", None, minimum=1),
+        max_gpus_per_zone=fields.whole("max_gpus_per_zone", None, minimum=1),
         max_zone_share=fields.number("max_zone_share", None, above=0, maximum=1),
         max_spot_share=fields.number("max_spot_share", None, minimum=0, maximum=1),
         spot_only=fields.flag("spot_only", False),
@@ -235,6 +237,7 @@ def job_to_mapping(job: JobSpec) -> dict:
         "regions": sorted(c.regions) if c.regions else None,
         "continents": sorted(x.value for x in c.continents) if c.continents else None,
         "max_regions": c.max_regions, "max_nodes": c.max_nodes, "max_nodes_per_zone": c.max_nodes_per_zone,
+        "max_gpus_per_zone": c.max_gpus_per_zone,
         "max_zone_share": c.max_zone_share, "max_spot_share": c.max_spot_share, "spot_only": c.spot_only,
         "accelerators": sorted(c.accelerators) if c.accelerators else None,
         "quotas": dict(c.quotas) or None,

@@ -281,6 +281,7 @@ class Constraints:
     max_regions: int | None = None
     max_nodes: int | None = None
     max_nodes_per_zone: int | None = None
+    max_gpus_per_zone: int | None = None  # at most this many accelerators in one zone (any node sizes)
     max_zone_share: float | None = None  # at most this share of nodes in one zone
     max_spot_share: float | None = None
     spot_only: bool = False

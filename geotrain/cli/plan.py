@@ -34,6 +34,8 @@ def plan(
     max_regions: int = typer.Option(None, "--max-regions", min=1, help="At most this many regions."),
     max_nodes: int = typer.Option(None, "--max-nodes", min=1, help="At most this many nodes (default 64)."),
     max_per_zone: int = typer.Option(None, "--max-per-zone", min=1, help="At most this many nodes in one zone."),
+    max_gpus_per_zone: int = typer.Option(None, "--max-gpus-per-zone", min=1,
+                                          help="At most this many GPUs in one zone, whatever the node sizes."),
     zone_share: float = typer.Option(None, "--zone-share", min=0, max=1, help="At most this share of nodes in one zone."),
     spot_share: float = typer.Option(None, "--spot-share", min=0, max=1, help="At most this share of spot nodes."),
     spot_only: bool = typer.Option(None, "--spot-only", help="No on-demand nodes (owned on-prem ones still count)."),
@@ -84,6 +86,7 @@ def plan(
         "continents": list(split_values(continents)) or None,
         "accelerators": list(split_values(accelerators)) or None,
         "max_regions": max_regions, "max_nodes": max_nodes, "max_nodes_per_zone": max_per_zone,
+        "max_gpus_per_zone": max_gpus_per_zone,
         "max_zone_share": zone_share, "max_spot_share": spot_share, "spot_only": spot_only,
         "quotas": _quotas(quota),
     }

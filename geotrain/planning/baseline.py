@@ -60,6 +60,8 @@ def _options(ctx: PlanningContext) -> dict[BaselineKind, list[_Option]]:
             room = cands[i].capacity
             if limits.max_nodes_per_zone is not None:
                 room = min(room, limits.max_nodes_per_zone)
+            if limits.max_accelerators_per_zone is not None:
+                room = min(room, limits.max_accelerators_per_zone // cands[i].accelerators)
             take = min(room, left)
             if take:
                 counts.append((i, take))

@@ -131,7 +131,7 @@ def build_candidates(offers: Sequence[Offer], *, job: JobSpec, workload: Workloa
         cands.append(cand)
         by_key[cand.key] = offer
     c = job.constraints
-    zones_matter = c.max_nodes_per_zone is not None or c.max_zone_share is not None
+    zones_matter = c.max_nodes_per_zone is not None or c.max_zone_share is not None or c.max_gpus_per_zone is not None
     kept, dominated = prune_dominated(cands, node_cap, zones_matter=zones_matter)
     return CandidateSet(tuple(kept), {c.key: by_key[c.key] for c in kept}, considered, dict(skipped),
                         dominated, default)

@@ -15,6 +15,7 @@ _RELAXATIONS = (
     ("budget_usd_per_hour", None, "raise --budget"),
     ("max_regions", None, "raise --max-regions"),
     ("max_nodes_per_zone", None, "raise --max-per-zone"),
+    ("max_accelerators_per_zone", None, "raise --max-gpus-per-zone"),
     ("max_zone_share", None, "raise the zone share limit"),
     ("max_spot_share", None, "allow more spot nodes"),
 )
@@ -102,6 +103,8 @@ def _describe(limits, node_cap: int) -> str:  # noqa: ANN001
         parts.append(f"≤ {limits.max_regions} region{'s' if limits.max_regions > 1 else ''}")
     if limits.max_nodes_per_zone is not None:
         parts.append(f"≤ {limits.max_nodes_per_zone} per zone")
+    if limits.max_accelerators_per_zone is not None:
+        parts.append(f"≤ {limits.max_accelerators_per_zone} GPUs per zone")
     if limits.budget_usd_per_hour is not None:
         parts.append(f"under ${limits.budget_usd_per_hour:,.2f}/h")
     return ", ".join(parts)

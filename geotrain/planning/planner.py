@@ -291,6 +291,7 @@ def limits_of(job: JobSpec, node_cap: int) -> Limits:
         floor = job.total_samples / (3600 * job.deadline_h)
     return Limits(
         max_nodes=node_cap, max_regions=c.max_regions, max_nodes_per_zone=c.max_nodes_per_zone,
+        max_accelerators_per_zone=c.max_gpus_per_zone,
         max_zone_share=c.max_zone_share, max_spot_share=c.max_spot_share,
         budget_usd_per_hour=job.budget_usd_per_hour, min_samples_per_s=floor, quotas=c.quotas,
     )

@@ -24,7 +24,7 @@ Constraints (all strategies)
     y_q ≤ C_q := Σ_{i∈I_q} x_i ≤ U_q·y_q,   Σ_q y_q ≤ max_regions        regions in use
     Σ_{i∈z} x_i ≤ max_per_zone,   Σ_{i∈z} x_i ≤ share_z·Σ_i x_i          correlated-preemption hedge
     Σ_{spot} x_i ≤ share_spot·Σ_i x_i,   Σ_{i∈scope} acc_i·x_i ≤ quota   spot share, quotas
-    Σ_{i∈pool} acc_i·x_i ≤ cap_pool                                     capacity pools
+    Σ_{i∈pool} acc_i·x_i ≤ cap_pool,   Σ_{i∈z} acc_i·x_i ≤ max_gpus_per_zone   capacity pools, GPUs
     Σ_i (p_i + d_i)·x_i + Σ_q E_q ≤ budget
 
 Throughput ≥ t
@@ -229,6 +229,8 @@ class _Builder:
             in_zone = [(self.x[i], 1.0) for i in idx]
             if limits.max_nodes_per_zone is not None:
                 self.row(in_zone, ub=limits.max_nodes_per_zone)
+            if limits.max_accelerators_per_zone is not None:
+                self.row([(self.x[i], cands[i].accelerators) for i in idx], ub=limits.max_accelerators_per_zone)
             if limits.max_zone_share is not None:
                 self.row(in_zone + [(self.total, -limits.max_zone_share)], ub=0)
         if limits.max_spot_share is not None:

@@ -79,6 +79,7 @@ class Limits:
     max_nodes: int = 64
     max_regions: int | None = None
     max_nodes_per_zone: int | None = None
+    max_accelerators_per_zone: int | None = None
     max_zone_share: float | None = None
     max_spot_share: float | None = None
     budget_usd_per_hour: float | None = None

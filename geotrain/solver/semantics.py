@@ -144,6 +144,12 @@ def structurally_feasible(problem: Problem, x: Sequence[int]) -> bool:
     zones = counts_by(cands, x, "zone")
     if limits.max_nodes_per_zone is not None and max(zones.values()) > limits.max_nodes_per_zone:
         return False
+    if limits.max_accelerators_per_zone is not None:
+        gpus: dict[str, int] = {}
+        for c, n in zip(cands, x, strict=True):
+            gpus[c.zone] = gpus.get(c.zone, 0) + c.accelerators * n
+        if max(gpus.values()) > limits.max_accelerators_per_zone:
+            return False
     if limits.max_zone_share is not None and max(zones.values()) > limits.max_zone_share * k + 1e-9:
         return False
     spot = sum(n for c, n in zip(cands, x, strict=True) if c.market == "spot")

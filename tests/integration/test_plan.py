@@ -298,3 +298,16 @@ def test_the_plan_reports_all_the_time_planning_took(tmp_path):
     assert s.total_s >= s.wall_s + s.frontier_s + s.baselines_s > 0 and s.frontier_s > 0
     save_plan(plan, tmp_path / "plan.json")
     assert load_plan(tmp_path / "plan.json").solver == s
+
+
+def test_max_gpus_per_zone_counts_accelerators_whatever_the_node_sizes():
+    plan = plan_for(objective=Objective.MIN_COST, target_samples_per_s=500,
+                    constraints=Constraints(accelerators=frozenset({"T4"}), max_gpus_per_zone=8))
+    gpus: dict[str, int] = {}
+    for item in plan.items:
+        zone = item.offer.location.zone_scope
+        gpus[zone] = gpus.get(zone, 0) + item.count * max(1, item.offer.shape.accelerator_count)
+    assert max(gpus.values()) <= 8 and plan.totals.goodput_samples_per_s >= 500 * (1 - 1e-6)
+    for b in plan.baselines:
+        assert sum(g.count * max(1, g.offer.shape.accelerator_count) for g in b.groups
+                   if g.offer.location.zone_scope == b.groups[0].offer.location.zone_scope) <= 8
