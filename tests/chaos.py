@@ -23,6 +23,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tests.helpers import processes_of_run
+
 NODES = "aws/usw2-az1/g4dn.xlarge,aws/use1-az1/g4dn.xlarge"
 STEPS = 40
 CHECKPOINT_EVERY = 8
@@ -178,7 +180,7 @@ def check(scenario: Scenario, run_id: str, ckpt: Path, reference: dict | None, k
     duplicated = sorted({q for q in requests if requests.count(q) > 1})
     untracked = sorted({n.node_id for n in nodes} - {r.node_id for r in rows})
     leaked = [n.node_id for n in nodes if not n.ended]
-    alive = _processes_of(run_id)
+    alive = processes_of_run(run_id)
     lost, since = _restores(ledger, run_id)
     for a, b in zip(lost, since, strict=True):
         if a > b:
@@ -215,22 +217,6 @@ def _restores(ledger, run_id: str) -> tuple[list[int], list[int]]:  # noqa: ANN0
             lost.append(max(0, reached[prev] - restored.get(gen, 0)))  # no restore: from step 0
             since.append(CHECKPOINT_EVERY + 2)  # a commit every CHECKPOINT_EVERY steps, + progress granularity
     return lost, since
-
-
-def _processes_of(run_id: str) -> list[int]:
-    found = []
-    marker = f"GEOTRAIN_RUN_ID={run_id}".encode()
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            environ = (entry / "environ").read_bytes()
-            state = (entry / "stat").read_text().split(")")[-1].split()[0]
-        except OSError:
-            continue
-        if marker in environ.split(b"\0") and state != "Z":
-            found.append(int(entry.name))
-    return found
 
 
 def _weights_equal(ckpt: Path, reference: dict, steps: int) -> bool:

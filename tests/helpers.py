@@ -1,6 +1,8 @@
-"""Small builders for tests: price tables from a few literal rows."""
+"""Small builders for tests: price tables from a few literal rows; the live processes of a run."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pandas as pd
 
@@ -18,3 +20,20 @@ def offer_table(*rows: dict) -> pd.DataFrame:
     records = [{**DEFAULTS, **{k: str(v) for k, v in row.items()}} for row in rows]
     raw = pd.DataFrame(records, index=range(2, len(records) + 2), dtype="string")
     return parse_offers(raw, "test rows", continent_of=continent_of)
+
+
+def processes_of_run(run_id: str) -> list[int]:
+    """Live (not zombie) processes whose environment names the run (``GEOTRAIN_RUN_ID``)."""
+    found = []
+    marker = f"GEOTRAIN_RUN_ID={run_id}".encode()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            environ = (entry / "environ").read_bytes()
+            state = (entry / "stat").read_text().split(")")[-1].split()[0]
+        except OSError:
+            continue
+        if marker in environ.split(b"\0") and state != "Z":
+            found.append(int(entry.name))
+    return found

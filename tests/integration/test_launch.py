@@ -23,6 +23,7 @@ from geotrain.planning.planfile import save_plan
 from geotrain.planning.planner import PlanOptions, plan_for_nodes
 from geotrain.pricing.snapshot import bundled_snapshot
 from geotrain.providers.local import LocalProvider
+from tests.helpers import processes_of_run
 from geotrain.train.checkpoint import CheckpointStore
 
 pytestmark = pytest.mark.slow
@@ -60,27 +61,11 @@ def assert_no_orphans(run_id: str) -> None:
         assert node.state.ended, node
     deadline = time.time() + 5
     while time.time() < deadline:
-        left = _processes_of(run_id)
+        left = processes_of_run(run_id)
         if not left:
             return
         time.sleep(0.1)
     raise AssertionError(f"processes of run {run_id} left: {left}")
-
-
-def _processes_of(run_id: str) -> list[int]:
-    found = []
-    marker = f"GEOTRAIN_RUN_ID={run_id}".encode()
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            environ = (entry / "environ").read_bytes()
-            state = (entry / "stat").read_text().split(")")[-1].split()[0]
-        except OSError:
-            continue
-        if marker in environ.split(b"\0") and state != "Z":
-            found.append(int(entry.name))
-    return found
 
 
 @pytest.fixture(scope="module")
