@@ -18,7 +18,7 @@ from collections import defaultdict
 from dataclasses import dataclass, replace
 
 from geotrain.domain import BASELINE_WORDS, Baseline, BaselineKind, NodeGroup, Objective
-from geotrain.planning.planner import PlanningContext, totals_of
+from geotrain.planning.planner import PlanningContext, keeps_the_goal, totals_of
 from geotrain.solver import semantics
 
 EVALUATED_PER_KIND = 8  # options of each kind evaluated with the perf model
@@ -79,7 +79,7 @@ def _options(ctx: PlanningContext) -> dict[BaselineKind, list[_Option]]:
 
     top = problem.node_cap
     # for min_cost more nodes of the same choice only cost more once the target is met: stop there
-    enough = (lambda o: o is not None and _meets(ctx, o.rate, o.usd_per_hour)) \
+    enough = (lambda o: o is not None and keeps_the_goal(ctx, o.rate, o.usd_per_hour)) \
         if ctx.job.objective is Objective.MIN_COST else (lambda o: False)  # noqa: E731
     zone_limit = limits.max_nodes_per_zone if limits.max_nodes_per_zone is not None else top
     for i in allowed:
@@ -114,16 +114,6 @@ def _options(ctx: PlanningContext) -> dict[BaselineKind, list[_Option]]:
     return out
 
 
-def _meets(ctx: PlanningContext, rate: float, usd_per_hour: float) -> bool:
-    job, limits = ctx.job, ctx.problem.limits
-    floor = limits.min_samples_per_s or 0.0
-    if job.objective is Objective.MIN_COST:
-        floor = max(floor, job.target_samples_per_s or 0.0)
-    if rate <= 0 or rate < floor * (1 - 1e-9):
-        return False
-    return limits.budget_usd_per_hour is None or usd_per_hour <= limits.budget_usd_per_hour * (1 + 1e-9)
-
-
 def _score(ctx: PlanningContext, rate: float, usd_per_hour: float) -> tuple[float, float]:
     objective = ctx.job.objective
     if objective is Objective.MIN_COST:
@@ -134,14 +124,14 @@ def _score(ctx: PlanningContext, rate: float, usd_per_hour: float) -> tuple[floa
 
 
 def _best(ctx: PlanningContext, options: list[_Option | None]) -> Baseline | None:
-    feasible = [o for o in options if o is not None and _meets(ctx, o.rate, o.usd_per_hour)]
+    feasible = [o for o in options if o is not None and keeps_the_goal(ctx, o.rate, o.usd_per_hour)]
     feasible.sort(key=lambda o: _score(ctx, o.rate, o.usd_per_hour))
     best, best_score = None, None
     for option in feasible[:EVALUATED_PER_KIND]:
         groups = [NodeGroup(ctx.candidates.offers[ctx.problem.candidates[i].key], n) for i, n in option.counts]
         estimate = ctx.perf.predict(ctx.workload, groups, ctx.job.sync, ctx.data)
         rate = totals_of(ctx, groups, estimate).goodput_samples_per_s
-        if not _meets(ctx, rate, estimate.usd_per_hour):
+        if not keeps_the_goal(ctx, rate, estimate.usd_per_hour):
             continue
         score = _score(ctx, rate, estimate.usd_per_hour)
         if ctx.job.objective is Objective.MAX_THROUGHPUT and best is not None:

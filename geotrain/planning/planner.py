@@ -157,7 +157,7 @@ def keeps_the_goal(ctx: PlanningContext, goodput_samples_per_s: float, usd_per_h
     job, limits = ctx.job, ctx.problem.limits
     floor = max(limits.min_samples_per_s or 0.0,
                 job.target_samples_per_s or 0.0 if job.objective is Objective.MIN_COST else 0.0)
-    if goodput_samples_per_s < floor * (1 - 1e-6):
+    if goodput_samples_per_s <= 0 or goodput_samples_per_s < floor * (1 - 1e-6):
         return False
     return limits.budget_usd_per_hour is None or usd_per_hour <= limits.budget_usd_per_hour * (1 + 1e-6)
 
