@@ -22,14 +22,14 @@ from geotrain.perf.host import LocalHost
 from geotrain.perf.model import DataSource, Estimate, PerfModel, bundled_fit
 from geotrain.perf.network import SitePlacement
 from geotrain.perf.workloads import Workload, WorkloadRegistry
-from geotrain.planning.candidates import CandidateSet, build_candidates
+from geotrain.planning.candidates import CandidateSet, build_candidates, goodput_of
 from geotrain.planning.oracle import PerfOracle
+from geotrain.planning.referee import PerfReferee
 from geotrain.pricing.egress import EgressPrices
 from geotrain.pricing.geography import continent_of
 from geotrain.pricing.inventory import Inventory, inventory_table
 from geotrain.pricing.snapshot import PriceSnapshot, offers_from_table
 from geotrain.providers.base import LOCAL_PROVIDER
-from geotrain.solver import semantics
 from geotrain.solver.problem import Limits, Problem
 from geotrain.solver.result import SearchResult
 from geotrain.solver.search import Searcher
@@ -83,7 +83,7 @@ def make_plan(job: JobSpec, snapshot: PriceSnapshot, *, inventory: Inventory | N
 
         raise InfeasibleError(explain_infeasible(ctx, result))
     groups = groups_of(ctx, result.solution.counts)
-    estimate = ctx.perf.predict(ctx.workload, groups, job.sync, ctx.data)
+    estimate = ctx.problem.referee.estimate(result.solution.counts)
     frontier = ()
     if options.frontier_points:
         searcher.restart_clock(options.frontier_time_limit_s)
@@ -104,7 +104,7 @@ def plan_for_nodes(job: JobSpec, snapshot: PriceSnapshot, nodes: str, *, invento
     if inventory is not None:
         offers += offers_from_table(inventory_table(inventory))
     groups = resolve_nodes(requests, offers)
-    estimate = ctx.perf.predict(ctx.workload, groups, job.sync, ctx.data)
+    estimate = predict_groups(ctx, groups)
     given = SearchResult("given", None, estimate.samples_per_s, estimate.usd_per_hour, SolveStatus.OPTIMAL, 0.0, 0.0, 0)
     plan = assemble(ctx, snapshot, given, groups, estimate, (), baseline_of(ctx) if ctx.problem.candidates else None)
     return replace(plan, solver=replace(plan.solver, status="given", candidates=0, dominated=0))
@@ -151,7 +151,7 @@ def build_context(job: JobSpec, snapshot: PriceSnapshot, *, inventory: Inventory
     places = {}
     for offer in cands.offers.values():
         loc = offer.location
-        places.setdefault(loc.region_scope, Location(loc.cloud, loc.region, "", loc.continent))
+        places.setdefault(loc.zone_scope, loc)
     sync = job.sync
     oracle = PerfOracle(
         strategy=sync.strategy.value, places=places, network=perf.network, egress=perf.egress,
@@ -161,7 +161,8 @@ def build_context(job: JobSpec, snapshot: PriceSnapshot, *, inventory: Inventory
         uplinks={s.site: s.uplink_gbps for s in inventory.sites} if inventory else None,
     )
     limits = limits_of(job, node_cap)
-    problem = Problem(cands.candidates, oracle, limits)
+    referee = PerfReferee(perf, workload, sync, cands.candidates, cands.offers, data)
+    problem = Problem(cands.candidates, oracle, limits, referee)
     return PlanningContext(job, workload, perf, cands, problem, data, options)
 
 
@@ -219,16 +220,12 @@ def groups_of(ctx: PlanningContext, counts: tuple[int, ...]) -> list[NodeGroup]:
     return [NodeGroup(ctx.candidates.offers[c.key], n) for c, n in zip(ctx.problem.candidates, counts, strict=True) if n]
 
 
-def goodput_share(ctx: PlanningContext, groups: list[NodeGroup]) -> float:
-    """The share of the throughput left after expected interruptions (node-weighted goodput)."""
+def predict_groups(ctx: PlanningContext, groups: list[NodeGroup]) -> Estimate:
+    """The perf model's figures for a mix, with each node's goodput: what the plan reports (for a
+    solved mix these equal the referee's, ``planning.referee``)."""
     default = ctx.candidates.default_interruptions_per_hour
-    total = good = 0.0
-    for g in groups:
-        lam = g.offer.interruption.interruptions_per_hour
-        lam = (default if g.offer.market.value == "spot" else 0.0) if lam is None else lam
-        total += g.count
-        good += g.count * max(0.05, 1 - lam * ctx.options.recovery_h)
-    return good / total if total else 1.0
+    goodputs = [goodput_of(g.offer, default, ctx.options.recovery_h) for g in groups]
+    return ctx.perf.predict(ctx.workload, groups, ctx.job.sync, ctx.data, goodputs=goodputs)
 
 
 def totals_of(ctx: PlanningContext, groups: list[NodeGroup], estimate: Estimate) -> PlanTotals:
@@ -239,7 +236,8 @@ def totals_of(ctx: PlanningContext, groups: list[NodeGroup], estimate: Estimate)
     granularity = estimate.granularity if estimate.granularity != float("inf") else None
     return PlanTotals(
         samples_per_s=estimate.samples_per_s,
-        goodput_samples_per_s=estimate.samples_per_s * goodput_share(ctx, groups),
+        goodput_samples_per_s=estimate.goodput_samples_per_s if estimate.goodput_samples_per_s is not None
+        else estimate.samples_per_s,
         time_per_round_s=estimate.time_per_round_s, granularity=granularity,
         compute_usd_per_hour=estimate.compute_usd_per_hour, egress_usd_per_hour=estimate.egress_usd_per_hour,
         data_egress_usd_per_hour=estimate.data_egress_usd_per_hour,
@@ -298,7 +296,3 @@ def assumptions_of(ctx: PlanningContext, estimate: Estimate) -> tuple[str, ...]:
         if not reason.startswith("no compute rate"):
             out.append(f"{count} offers left out: {reason}")
     return tuple(out)
-
-
-def plan_throughput(ctx: PlanningContext, counts: tuple[int, ...]) -> float:
-    return semantics.throughput(ctx.problem, counts)
