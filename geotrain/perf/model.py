@@ -92,6 +92,7 @@ class Estimate:
     bottleneck: Bottleneck | None
     interruptions_per_hour: float | None  # expected, all nodes; None if any spot offer's rate is unknown
     data_egress_usd_per_hour: float = 0.0  # reading training data from another zone
+    goodput_samples_per_s: float | None = None  # with the groups' goodput (given to ``predict``); else None
 
     @property
     def usd_per_hour(self) -> float:
@@ -164,7 +165,11 @@ class PerfModel:
         return data.bytes_per_sample / GB * self.egress.usd_per_gb(data.location, location)
 
     def predict(self, workload: Workload, groups: Sequence[NodeGroup], sync: SyncSettings,
-                data: DataSource | None = None) -> Estimate:
+                data: DataSource | None = None, goodputs: Sequence[float] | None = None) -> Estimate:
+        """``goodputs``: per group, the share of its time a node trains (1 − expected interruptions ×
+        recovery time); the estimate's ``goodput_samples_per_s`` is the strategy's rate with it."""
+        if goodputs is not None:
+            goodputs = [gp for g, gp in zip(groups, goodputs, strict=True) if g.count > 0]
         groups = tuple(g for g in groups if g.count > 0)
         if not groups:
             raise InputError("no nodes to estimate: give at least one node")
@@ -176,8 +181,9 @@ class PerfModel:
         peers = [
             PeerGroup(g.offer.location, g.count,
                       self.data_capped_rate(r.samples_per_s * share, g.offer.location, data),
-                      samples_per_step(workload, sync, g.offer.shape.accelerator_count))
-            for g, r in zip(groups, rates, strict=True)
+                      samples_per_step(workload, sync, g.offer.shape.accelerator_count),
+                      1.0 if goodputs is None else goodputs[n])
+            for n, (g, r) in enumerate(zip(groups, rates, strict=True))
         ]
         uplinks = {g.offer.location.region: g.offer.uplink_gbps for g in groups
                    if g.offer.location.cloud == CLOUD_ONPREM}
@@ -216,6 +222,8 @@ class PerfModel:
             bytes_per_peer_per_round=cost.bytes_per_peer_per_round, links=tuple(links),
             bottleneck=cost.bottleneck, interruptions_per_hour=_interruptions(groups),
             data_egress_usd_per_hour=data_usd,
+            goodput_samples_per_s=None if goodputs is None else (
+                cost.good_samples_per_s if cost.good_samples_per_s is not None else cost.samples_per_s),
         )
 
 

@@ -111,6 +111,11 @@ class NetworkModel:
                             nic_cap=self._nic_cap, window_mb=self._window, continent_rtt_ms=self._continent_rtt,
                             sites=self._sites, overrides=[*self._overrides.values(), *load_overrides(path)])
 
+    def zone_specific(self) -> bool:
+        """Whether a link can depend on the zones (an override names one): otherwise every two zones of
+        two regions are linked alike, as are every two zones of one region."""
+        return any(scope.count("/") >= 2 for pair in self._overrides for scope in pair)
+
     def link(self, a: Location, b: Location) -> LinkEstimate:
         key = (a, b) if (a.cloud, a.region, a.zone) <= (b.cloud, b.region, b.zone) else (b, a)
         found = self._cache.get(key)

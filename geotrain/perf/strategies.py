@@ -74,6 +74,7 @@ class PeerGroup:
     count: int
     samples_per_s: float  # one node, training alone
     samples_per_step: int  # one node's micro-batch (all its accelerators)
+    goodput: float = 1.0  # the share of its time a node trains (expected interruptions left out)
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +97,7 @@ class SyncCost:
     bytes_per_peer_per_round: float  # the largest amount one node sends in a round
     bytes_per_s: dict[tuple[int, int], float] = field(default_factory=dict)  # group i -> group j
     bottleneck: Bottleneck | None = None
+    good_samples_per_s: float | None = None  # with each node's goodput (None: equal to samples_per_s)
 
 
 class Topology:
@@ -215,9 +217,10 @@ class Hivemind:
     def cost(self, topo: Topology, payload: float, parameters: int, workload: str) -> SyncCost:
         n = topo.nodes
         raw = sum(g.count * g.samples_per_s for g in topo.groups)
+        good = sum(g.count * g.samples_per_s * g.goodput for g in topo.groups)
         if n == 1:
             return SyncCost(raw, self.target_batch_size / raw, self.target_batch_size,
-                            self.target_batch_size / raw, 0.0, 0.0, {}, Bottleneck("compute", 0.0))
+                            self.target_batch_size / raw, 0.0, 0.0, {}, Bottleneck("compute", 0.0), good)
         calc = self.target_batch_size / (self.fit.efficiency_of(workload) * raw)
         xfer, bound, sent = self.transfer(topo, payload)
         overhead = hivemind_overhead_s(self.fit, n, parameters)
@@ -230,6 +233,8 @@ class Hivemind:
             samples_per_round=self.target_batch_size, compute_s=calc, comm_s=comm,
             bytes_per_peer_per_round=share(n) * payload,
             bytes_per_s={k: v / round_s for k, v in sent.items()}, bottleneck=bound,
+            good_samples_per_s=self.target_batch_size / (
+                self.target_batch_size / (self.fit.efficiency_of(workload) * good) + comm),
         )
 
 
@@ -273,6 +278,7 @@ class AllReduce:
             compute_s=calc, comm_s=comm, bytes_per_peer_per_round=share(n) * payload if n > 1 else 0.0,
             bytes_per_s={k: v / step for k, v in sent.items()},
             bottleneck=bound if bound and comm > 0 else Bottleneck("compute", calc),
+            good_samples_per_s=sum(g.count * g.samples_per_step * g.goodput for g in topo.groups) / step,
         )
 
 
@@ -331,6 +337,7 @@ class LocalSGD:
             compute_s=compute, comm_s=round_s - compute, bytes_per_peer_per_round=per_peer,
             bytes_per_s={k: v / round_s for k, v in sent.items()},
             bottleneck=bound or Bottleneck("compute", compute),
+            good_samples_per_s=H * sum(g.count * g.samples_per_step * g.goodput for g in topo.groups) / round_s,
         )
 
 
@@ -351,7 +358,7 @@ class AsgdGA:
         power = {r: sum(topo.groups[i].count * topo.groups[i].samples_per_s for i in m) for r, m in regions.items()}
         home = max(sorted(power), key=lambda r: power[r])
         server = regions[home][0]
-        total, slowest_cycle, compute_max = 0.0, 0.0, 0.0
+        total, good, slowest_cycle, compute_max = 0.0, 0.0, 0.0, 0.0
         sent: dict[tuple[int, int], float] = defaultdict(float)
         bound: Bottleneck | None = None
         worst_share = 1.0
@@ -364,6 +371,8 @@ class AsgdGA:
             push = 0.0 if region == home else asgd_push_s(payload, link)
             cycle = max(compute, push)
             total += samples / cycle
+            good += A * sum(topo.groups[i].count * topo.groups[i].samples_per_step * topo.groups[i].goodput
+                            for i in members) / cycle
             slowest_cycle = max(slowest_cycle, cycle)
             compute_max = max(compute_max, compute)
             for k, v in region_sent.items():
@@ -382,6 +391,7 @@ class AsgdGA:
             compute_s=compute_max, comm_s=max(0.0, slowest_cycle - compute_max),
             bytes_per_peer_per_round=2 * payload if len(regions) > 1 else 0.0,
             bytes_per_s=dict(sent), bottleneck=bound or Bottleneck("compute", compute_max),
+            good_samples_per_s=good,
         )
 
 

@@ -69,6 +69,17 @@ def default_interruption_rate(offers: Iterable[Offer]) -> float:
     return statistics.median(known) if known else 0.0
 
 
+def goodput_of(offer: Offer, default_rate: float, recovery_h: float) -> float:
+    """The share of its time a node of ``offer`` trains: ``1 − λ·t_rec`` (at least ``MIN_GOODPUT``),
+    λ its interruptions per hour (spot: the offer's, else ``default_rate``; others 0)."""
+    if offer.market == Market.SPOT:
+        lam = offer.interruption.interruptions_per_hour
+        lam = default_rate if lam is None else lam
+    else:
+        lam = 0.0
+    return max(MIN_GOODPUT, 1.0 - lam * recovery_h)
+
+
 def build_candidates(offers: Sequence[Offer], *, job: JobSpec, workload: Workload, perf: PerfModel,
                      node_cap: int, recovery_h: float, data: DataSource | None = None,
                      keep: Mapping[str, int] | None = None, blocked: frozenset[str] = frozenset(),
@@ -97,12 +108,7 @@ def build_candidates(offers: Sequence[Offer], *, job: JobSpec, workload: Workloa
             skipped[f"no compute rate for {workload.name} on {shape.accelerator or 'CPU'}"] += 1
             continue
         samples_per_s = perf.data_capped_rate(rate.samples_per_s * share, offer.location, data)
-        if offer.market == Market.SPOT:
-            lam = offer.interruption.interruptions_per_hour
-            lam = default if lam is None else lam
-        else:
-            lam = 0.0
-        goodput = max(MIN_GOODPUT, 1.0 - lam * recovery_h)
+        goodput = goodput_of(offer, default, recovery_h)
         capacity = node_cap if offer.capacity_hint is None else min(offer.capacity_hint, node_cap)
         if capacity_of is not None and offer.market != Market.OWNED:
             capped = min(capacity, capacity_of(offer))

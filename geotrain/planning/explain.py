@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from geotrain.domain import Objective
-from geotrain.planning.planner import PlanningContext
+from geotrain.planning.planner import PlanningContext, baselines_for
 from geotrain.solver.result import SearchResult
 
 REACH_TIME_S = 10.0  # for "at most X samples/s": a bound found in this time
@@ -80,7 +80,11 @@ def hivemind_ceiling(ctx: PlanningContext, want: float | None) -> str | None:
 
 
 def _feasible(ctx: PlanningContext, limits, target: float) -> bool:  # noqa: ANN001
-    """Whether the target is reachable under ``limits`` (False also when it cannot tell in time)."""
+    """Whether the target is reachable under ``limits`` (False also when it cannot tell in time): a
+    simpler choice that meets it under those limits proves it at once; otherwise the MIP decides."""
+    relaxed = replace(ctx, problem=replace(ctx.problem, limits=limits))
+    if ctx.job.objective is Objective.MIN_COST and baselines_for(relaxed)[0]:
+        return True
     searcher = ctx.searcher(limits)
     searcher.time_limit_s = CHECK_TIME_S
     return searcher.min_cost(target).solution is not None

@@ -1,20 +1,20 @@
 """The solver's communication oracle, answered by the perf model (network + strategy formulas).
 
-Each region is placed at one network location (its region-wide location; zones of one region share
-their network figures in the perf model), so the terms here are the perf model's own round terms
-(``geotrain.perf.strategies``) for the regions in use.
+Places are the offers' zones (``Location.zone_scope``), each at its own network location; zones of
+one region share their network figures in the perf model but not their prices, so cross-zone
+traffic is priced as the bill does. The terms here are the perf model's own round terms
+(``geotrain.perf.strategies``).
 """
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 
 from geotrain.domain import Location, SyncStrategyName
 from geotrain.perf.network import NetworkModel
 from geotrain.perf.strategies import (
     HivemindFit, asgd_push_s, hivemind_node_egress_s, hivemind_overhead_s, hivemind_pair_s, hivemind_site_s,
-    ring_pair_s,
+    ring_pair_s, seconds,
 )
 from geotrain.pricing.egress import EgressPrices
 
@@ -26,7 +26,7 @@ class PerfOracle:
     """Implements ``geotrain.solver.problem.CommOracle`` for one workload and strategy."""
 
     strategy: str
-    places: dict[str, Location]  # region key -> its network location
+    places: dict[str, Location]  # place key (zone scope) -> its network location
     network: NetworkModel
     egress: EgressPrices
     payload_bytes: float
@@ -41,23 +41,41 @@ class PerfOracle:
     def __post_init__(self) -> None:
         SyncStrategyName(self.strategy)
         self.efficiency = self.fit.efficiency_of(self.workload)
-        self._link = functools.lru_cache(maxsize=None)(self._link_uncached)
+        self._tables: dict[tuple, list[float]] = {}
+        self._links: dict[tuple, object] = {}
+        self._prices: dict[tuple, float] = {}
+        zone_specific = getattr(self.network, "zone_specific", None)
+        self._by_zone = zone_specific() if zone_specific is not None else True
+        self._region = {p: loc.region_scope for p, loc in self.places.items()}
 
-    def _link_uncached(self, a: str, b: str):  # noqa: ANN202
-        return self.network.link(self.places[a], self.places[b])
+    def _key(self, a: str, b: str) -> tuple:
+        """Links and prices depend on the two regions and on whether the places are one zone (unless a
+        link override names a zone)."""
+        if self._by_zone:
+            return (a, b)
+        return (self._region[a], self._region[b], a == b)
+
+    def _link(self, a: str, b: str):  # noqa: ANN202
+        key = self._key(a, b)
+        found = self._links.get(key)
+        if found is None:
+            found = self._links[key] = self.network.link(self.places[a], self.places[b])
+        return found
 
     def overhead_s(self, k: int) -> float:
         if self.strategy != SyncStrategyName.HIVEMIND or k < 2:
             return 0.0
         return hivemind_overhead_s(self.fit, k, self.parameters)
 
-    def region_s(self, region: str, k: int) -> float:
+    def place_s(self, place: str, k: int) -> float:
+        """Hivemind: a node's own egress (every node sends to the k − 1 others); the others: a ring
+        of k nodes over the place's own link."""
         if k < 2:
             return 0.0
-        link = self._link(region, region)
+        link = self._link(place, place)
         w = self.payload_bytes
         if self.strategy == SyncStrategyName.HIVEMIND:
-            return max(hivemind_node_egress_s(w, k, link.bandwidth_gbps), hivemind_pair_s(w, k, link))
+            return hivemind_node_egress_s(w, k, link.bandwidth_gbps)
         return ring_pair_s(w, k, link)
 
     def pair_s(self, a: str, b: str, k: int) -> float:
@@ -65,15 +83,22 @@ class PerfOracle:
         w = self.payload_bytes
         if self.strategy == SyncStrategyName.HIVEMIND:
             return hivemind_pair_s(w, max(k, 2), link)
-        if self.strategy == SyncStrategyName.ALLREDUCE:
-            return ring_pair_s(w, max(k, 2), link)
-        if self.strategy == SyncStrategyName.LOCAL_SGD:
-            return ring_pair_s(w, 2, link)  # the leaders' ring, taken as two regions
+        if self.strategy in (SyncStrategyName.ALLREDUCE, SyncStrategyName.LOCAL_SGD):
+            return ring_pair_s(w, max(k, 2), link)  # local-sgd: the ring of k region leaders
         return asgd_push_s(w, link)
 
+    def broadcast_s(self, place: str) -> float:
+        return seconds(self.payload_bytes, self._link(place, place).bandwidth_gbps)
+
     def pair_table(self, a: str, b: str, ks: range) -> list[float]:
-        """``pair_s`` for every k at once (the solver asks for whole tables)."""
-        return [self.pair_s(a, b, k) for k in ks]
+        """``pair_s`` for every k at once (the solver asks for whole tables); pairs over links with the
+        same figures share one table."""
+        link = self._link(a, b)
+        key = (link.bandwidth_gbps, link.rtt_ms, ks.start, ks.stop)
+        table = self._tables.get(key)
+        if table is None:
+            table = self._tables[key] = [self.pair_s(a, b, k) for k in ks]
+        return table
 
     def site_s(self, site: str, inside: int, k: int) -> float | None:
         if self.strategy != SyncStrategyName.HIVEMIND or not self.uplinks or site not in self.uplinks:
@@ -81,4 +106,8 @@ class PerfOracle:
         return hivemind_site_s(self.payload_bytes, k, inside, self.uplinks[site])
 
     def usd_per_byte(self, src: str, dst: str) -> float:
-        return self.egress.usd_per_gb(self.places[src], self.places[dst]) / GB
+        key = self._key(src, dst)
+        found = self._prices.get(key)
+        if found is None:
+            found = self._prices[key] = self.egress.usd_per_gb(self.places[src], self.places[dst]) / GB
+        return found

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 
@@ -23,15 +24,15 @@ from geotrain.perf.host import LocalHost
 from geotrain.perf.model import DataSource, Estimate, PerfModel, bundled_fit
 from geotrain.perf.network import SitePlacement
 from geotrain.perf.workloads import Workload, WorkloadRegistry
-from geotrain.planning.candidates import CandidateSet, build_candidates
+from geotrain.planning.candidates import CandidateSet, build_candidates, goodput_of
 from geotrain.planning.oracle import PerfOracle
+from geotrain.planning.referee import PerfReferee
 from geotrain.pricing.capacity import CapacityModel
 from geotrain.pricing.egress import EgressPrices
 from geotrain.pricing.geography import continent_of
 from geotrain.pricing.inventory import Inventory, inventory_table
 from geotrain.pricing.snapshot import PriceSnapshot, offers_from_table
 from geotrain.providers.base import LOCAL_PROVIDER
-from geotrain.solver import semantics
 from geotrain.solver.problem import Limits, Problem
 from geotrain.solver.result import SearchResult, SolveStatus
 from geotrain.solver.search import Searcher
@@ -84,22 +85,24 @@ def make_plan(job: JobSpec, snapshot: PriceSnapshot, *, inventory: Inventory | N
     started = time.perf_counter()
     ctx = build_context(job, snapshot, inventory=inventory, perf=perf, registry=registry, options=options)
     searcher = ctx.searcher()
+    clock = time.perf_counter()
+    baselines, missing = baselines_for(ctx)
+    baselines_s = time.perf_counter() - clock
+    for baseline in baselines:  # the search starts from the baselines: it only looks for cheaper mixes
+        searcher.evaluate(counts_of(ctx, baseline.groups))
     result = run_objective(ctx, searcher)
     if result.solution is None:
         from geotrain.planning.explain import explain_infeasible
 
         raise InfeasibleError(explain_infeasible(ctx, result))
     groups = groups_of(ctx, result.solution.counts)
-    estimate = ctx.perf.predict(ctx.workload, groups, job.sync, ctx.data)
+    estimate = ctx.problem.referee.estimate(result.solution.counts)
     frontier = ()
     clock = time.perf_counter()
     if options.frontier_points:
         searcher.restart_clock(options.frontier_time_limit_s)
         frontier = searcher.frontier(options.frontier_points)
     frontier_s = time.perf_counter() - clock
-    clock = time.perf_counter()
-    baselines, missing = baselines_for(ctx)
-    baselines_s = time.perf_counter() - clock
     notes: tuple[str, ...] = ()
     solved = (f"the solver's mix ({_mix_words(groups)}: ${estimate.usd_per_hour:,.3f}/h, "
               f"{totals_of(ctx, groups, estimate).goodput_samples_per_s:,.1f} samples/s by the perf model)")
@@ -136,7 +139,7 @@ def baseline_if_better(ctx: PlanningContext, groups: list[NodeGroup], estimate: 
         return None  # nodes that must stay (kept, or on-prem machines that must be used): not a baseline's
     job = ctx.job
     base_groups = list(baseline.groups)
-    base = ctx.perf.predict(ctx.workload, base_groups, job.sync, ctx.data)
+    base = predict_groups(ctx, base_groups)
     mine, theirs = totals_of(ctx, groups, estimate), totals_of(ctx, base_groups, base)
     if not keeps_the_goal(ctx, theirs.goodput_samples_per_s, base.usd_per_hour):
         return None
@@ -178,11 +181,20 @@ def plan_for_nodes(job: JobSpec, snapshot: PriceSnapshot, nodes: str, *, invento
     if inventory is not None:
         offers += offers_from_table(inventory_table(inventory))
     groups = resolve_nodes(requests, offers)
-    estimate = ctx.perf.predict(ctx.workload, groups, job.sync, ctx.data)
+    estimate = predict_groups(ctx, groups)
     given = SearchResult("given", None, estimate.samples_per_s, estimate.usd_per_hour, SolveStatus.OPTIMAL, 0.0, 0.0, 0)
     baselines, missing = baselines_for(ctx)
     plan = assemble(ctx, snapshot, given, groups, estimate, (), baselines, missing)
     return replace(plan, solver=replace(plan.solver, status="given", candidates=0, dominated=0))
+
+
+def counts_of(ctx: PlanningContext, groups: Sequence[NodeGroup]) -> tuple[int, ...]:
+    """The solver's count vector of node groups (each group's offer is one of the candidates)."""
+    index = {c.key: i for i, c in enumerate(ctx.problem.candidates)}
+    counts = [0] * len(index)
+    for g in groups:
+        counts[index[g.offer.offer_id]] += g.count
+    return tuple(counts)
 
 
 def baselines_for(ctx: PlanningContext) -> tuple[tuple[Baseline, ...], tuple[tuple[BaselineKind, str], ...]]:
@@ -233,7 +245,7 @@ def build_context(job: JobSpec, snapshot: PriceSnapshot, *, inventory: Inventory
     places = {}
     for offer in cands.offers.values():
         loc = offer.location
-        places.setdefault(loc.region_scope, Location(loc.cloud, loc.region, "", loc.continent))
+        places.setdefault(loc.zone_scope, loc)
     sync = job.sync
     oracle = PerfOracle(
         strategy=sync.strategy.value, places=places, network=perf.network, egress=perf.egress,
@@ -245,7 +257,8 @@ def build_context(job: JobSpec, snapshot: PriceSnapshot, *, inventory: Inventory
     limits = limits_of(job, node_cap)
     if options.capacity_confidence is not None:
         cands, limits = with_pools(cands, limits, model, options.capacity_confidence)
-    problem = Problem(cands.candidates, oracle, limits)
+    referee = PerfReferee(perf, workload, sync, cands.candidates, cands.offers, data)
+    problem = Problem(cands.candidates, oracle, limits, referee)
     return PlanningContext(job, workload, perf, cands, problem, data, options)
 
 
@@ -322,16 +335,12 @@ def groups_of(ctx: PlanningContext, counts: tuple[int, ...]) -> list[NodeGroup]:
     return [NodeGroup(ctx.candidates.offers[c.key], n) for c, n in zip(ctx.problem.candidates, counts, strict=True) if n]
 
 
-def goodput_share(ctx: PlanningContext, groups: list[NodeGroup]) -> float:
-    """The share of the throughput left after expected interruptions (node-weighted goodput)."""
+def predict_groups(ctx: PlanningContext, groups: list[NodeGroup]) -> Estimate:
+    """The perf model's figures for a mix, with each node's goodput: what the plan reports (for a
+    solved mix these equal the referee's, ``planning.referee``)."""
     default = ctx.candidates.default_interruptions_per_hour
-    total = good = 0.0
-    for g in groups:
-        lam = g.offer.interruption.interruptions_per_hour
-        lam = (default if g.offer.market.value == "spot" else 0.0) if lam is None else lam
-        total += g.count
-        good += g.count * max(0.05, 1 - lam * ctx.options.recovery_h)
-    return good / total if total else 1.0
+    goodputs = [goodput_of(g.offer, default, ctx.options.recovery_h) for g in groups]
+    return ctx.perf.predict(ctx.workload, groups, ctx.job.sync, ctx.data, goodputs=goodputs)
 
 
 def totals_of(ctx: PlanningContext, groups: list[NodeGroup], estimate: Estimate) -> PlanTotals:
@@ -342,7 +351,8 @@ def totals_of(ctx: PlanningContext, groups: list[NodeGroup], estimate: Estimate)
     granularity = estimate.granularity if estimate.granularity != float("inf") else None
     return PlanTotals(
         samples_per_s=estimate.samples_per_s,
-        goodput_samples_per_s=estimate.samples_per_s * goodput_share(ctx, groups),
+        goodput_samples_per_s=estimate.goodput_samples_per_s if estimate.goodput_samples_per_s is not None
+        else estimate.samples_per_s,
         time_per_round_s=estimate.time_per_round_s, granularity=granularity,
         compute_usd_per_hour=estimate.compute_usd_per_hour, egress_usd_per_hour=estimate.egress_usd_per_hour,
         data_egress_usd_per_hour=estimate.data_egress_usd_per_hour,

@@ -4,79 +4,97 @@ Sets and data
 -------------
 ``i ∈ I`` candidates (offers) with price ``p_i`` ($/h), data egress ``d_i`` ($/h), rate ``s_i``
 (samples/s alone), goodput ``g_i``, micro-batch ``m_i``, capacity ``U_i``, minimum ``L_i``;
-``q ∈ Q`` regions (an on-prem site is a region), ``I_q`` its candidates; ``z`` zones;
-``k ∈ {1..N}`` node counts (``N`` = max nodes). The oracle gives, per strategy, the round's
-overhead ``A_k`` and its communication terms: ``ρ_q(k)`` inside region q, ``π_{qq'}(k)`` between
-two regions, ``σ_{s,m}(k)`` for an on-prem site s holding m nodes; and prices ``c_{qq'}`` ($/byte).
-``S`` = samples per round (hivemind), ``e`` = Hivemind efficiency, ``W`` = payload bytes,
-``H``/``A`` = local / accumulation steps, ``m̲`` = min_i m_i, ``v(k) = 2(k−1)/k``.
+``p ∈ P`` places (a zone; a region for region-wide offers; an on-prem site), in ring order, each in
+one region ``r(p)``; ``k ∈ {1..N}`` node counts (``N`` = max nodes). The oracle gives the round's
+overhead ``A_k`` and communication terms: ``ρ_p(k)`` inside place p, ``π_{pp'}(k)`` between two
+places, ``σ_{s,m}(k)`` for an on-prem site holding m nodes, ``β_p`` a broadcast inside p; and prices
+``c_{pp'}`` ($/byte, both sides of a transfer). ``S`` = samples per round (hivemind), ``e`` = Hivemind
+efficiency, ``W`` = payload bytes, ``H``/``A`` = local / accumulation steps, ``m̄ = max_i m_i``,
+``τ_min = min_i m_i/s_i``, ``v(k) = 2(k−1)/k``; ``C_p = Σ_{i∈p} x_i``, ``n = Σ_i x_i``.
 
 Variables
 ---------
-``x_i ∈ {L_i..U_i}`` nodes of candidate i; ``w_k ∈ {0,1}``: exactly k nodes; ``y_q ∈ {0,1}``:
-region q used; ``E_q ≥ 0``: sync egress $/h leaving q; strategy-specific auxiliaries below.
+``x_i ∈ {L_i..U_i}``; ``w_k ∈ {0,1}``: exactly k nodes; ``y_p ∈ {0,1}``: place p used (``Y_r`` for a
+region); ``E_p ≥ 0``: sync egress $/h leaving p; strategy auxiliaries below.
 
 Constraints (all strategies)
 ----------------------------
 ::
 
-    Σ_k w_k = 1,   Σ_i x_i = Σ_k k·w_k                                  node count
-    y_q ≤ C_q := Σ_{i∈I_q} x_i ≤ U_q·y_q,   Σ_q y_q ≤ max_regions        regions in use
-    Σ_{i∈z} x_i ≤ max_per_zone,   Σ_{i∈z} x_i ≤ share_z·Σ_i x_i          correlated-preemption hedge
-    Σ_{spot} x_i ≤ share_spot·Σ_i x_i,   Σ_{i∈scope} acc_i·x_i ≤ quota   spot share, quotas
+    Σ_k w_k = 1,   n = Σ_k k·w_k                                          node count
+    y_p ≤ C_p ≤ U_p·y_p;   Y_r ≥ y_p (p ∈ r), Y_r ≤ Σ_{p∈r} y_p;   Σ_r Y_r ≤ max_regions
+    C_p ≤ max_per_zone,   C_p ≤ share_z·n                               correlated-preemption hedge
+    Σ_{spot} x_i ≤ share_spot·n,   Σ_{i∈scope} acc_i·x_i ≤ quota          spot share, quotas
     Σ_{i∈pool} acc_i·x_i ≤ cap_pool,   Σ_{i∈z} acc_i·x_i ≤ max_gpus_per_zone   capacity pools, GPUs
-    Σ_i (p_i + d_i)·x_i + Σ_q E_q ≤ budget
+    Σ_i (p_i + d_i)·x_i + Σ_p E_p ≤ budget
 
 Throughput ≥ t
 --------------
-*hivemind* — with ``R = Σ_i s_i g_i x_i`` and ``c(k, τ) = S·t / (e·(S − t·(A_k + τ)))`` (the
-compute rate that makes ``S/(S/(eR) + A_k + τ) ≥ t``; ``+∞`` when ``t·(A_k + τ) ≥ S``)::
+*hivemind* — with ``R = Σ_i s_i g_i x_i`` and ``c(k, τ) = S·t / (e·(S − t·(A_k + τ)))``::
 
-    R ≥ t·w_1                                                           one node: no averaging
-    R ≥ Σ_{k≥2} w_k·c(k, 0)
-    R ≥ Σ_{k≥2} w_k·c(k, ρ_q(k))       − M·(1 − y_q)                       each region used
-    R ≥ Σ_{k≥2} w_k·c(k, π_{qq'}(k))   − M·(2 − y_q − y_q')                each pair used
-    R ≥ Σ_{k≥2} w_k·c(k, σ_{s,m}(k))   − M·(1 − u_{s,m}),  C_s = Σ_m m·u_{s,m},  Σ_m u_{s,m} = y_s
-    w_k + (indicators) ≤ (their count)  wherever c = +∞
+    R ≥ t·w_1;   R ≥ Σ_{k≥2} w_k·c(k, 0)
+    R ≥ Σ_{k≥2} w_k·c(k, ρ_p(k))        − M·(1 − y_p)                 each place used
+    R ≥ Σ_{k≥2} w_k·c(k, π_{pp'}(k))    − M·(2 − y_p − y_p')            each pair used
+    R ≥ Σ_{k≥2} w_k·c(k, σ_{s,m}(k))    − M·(1 − u_{s,m})               on-prem site s holding m
 
-Because ``c`` grows with τ, these say exactly ``T = A_k + max(active terms)`` and
-``S/(S/(eR) + T) ≥ t``.
+so ``T = A_k + max(active terms)`` and ``S/(S/(eR) + T) ≥ t``.
 
-*allreduce* — ``G = Σ_i m_i g_i x_i`` samples per step, ``τ ≥ (m_i/s_i)·u_i`` with
-``x_i ≤ U_i·u_i`` the slowest node's step, ``T ≥ Σ_k w_k·ρ_q(k) − M(1 − y_q)`` and
-``T ≥ Σ_k w_k·π_{qq'}(k) − M(2 − y_q − y_q')``::
+*allreduce* — ``G = Σ_i m_i g_i x_i``, ``τ`` the slowest step in use (one-hot levels), ``T ≥`` every
+active ``ρ_p(k)`` and ``π_{pp'}(k)``::
 
     G ≥ t·(τ + T)
 
-*local-sgd* — as allreduce with ``T_in`` (region terms) and ``T_wan`` (pair terms)::
+*local-sgd* — per round: H steps, each the slowest node's step or, in a region of ``n_r ≥ 2`` nodes,
+``τ_min`` plus its all-reduce ``ρ_r(n_r)``; then the leaders' ring ``π_{rr'}(R)`` over the R regions
+in use; then a broadcast ``β_r`` in each region of two or more nodes::
 
-    H·G ≥ t·(H·τ + H·T_in + T_wan)
+    H·G ≥ t·(H·T_loc + T_wan + B),   T_loc ≥ τ,   T_loc ≥ τ_min + Σ_m u_{r,m}·ρ_r(m),
+    T_wan ≥ Σ_R v_R·π_{rr'}(R) − M(2 − Y_r − Y_r'),   B ≥ β_r·Σ_{m≥2} u_{r,m}
 
-*asgd-ga* — ``X_q ≥ 0`` per region, ``h_q ∈ {0,1}`` home (``Σ h_q = 1``, ``h_q ≤ y_q``)::
+(``u_{r,m}``: region r holds m nodes; ``v_R``: R regions in use). Before a region's ``u`` exist, the
+linear under-estimates ``ρ_r(2)·(C_r − 1)/(U_r − 1)`` and ``β_r·(C_r − 1)/(U_r − 1)`` stand in, and
+with ``z_r ∈ {0,1}``, ``C_r ≤ 1 + (U_r − 1)·z_r`` (z_r = 1 once r holds two nodes; ρ grows with the
+count): ``T_loc ≥ (τ_min + ρ_r(2))·z_r``, ``B ≥ β_r·z_r``.
 
-    X_q ≤ Σ_{i∈I_q} s_i g_i x_i,   X_q ≤ M·y_q,
-    X_q ≤ A·Σ_{i∈I_q} m_i x_i / π_{qq'} + M·(1 − h_{q'})   (q ≠ q'),      Σ_q X_q ≥ t
+*asgd-ga* — ``X_r ≥ 0`` per region, home ``h_r`` (``Σ h_r = 1``, ``h_r ≤ Y_r``) the region with the
+most raw compute ``Π_r = Σ_{i∈r} s_i x_i`` (``Π* ≥ Π_r``, ``Π_r ≥ Π* − M(1 − h_r)``)::
+
+    X_r ≤ Σ_{i∈r} s_i g_i x_i,   X_r ≤ M·Y_r,   X_r ≤ A·Σ_{i∈r} m_i x_i / π_{rr'} + M(1 − h_{r'}),   Σ_r X_r ≥ t
+    X_r ≤ Σ_{i∈r} x_i·m_i / (m_i/(s_i g_i) + ρ_r(2)) + max_{i∈r} s_i g_i·(1 − z_r)   (z_r as for local-sgd:
+    with two or more nodes every step waits for r's all-reduce)
 
 Sync egress (the mix trains ``t`` samples/s)
 --------------------------------------------
-*hivemind*: ``b_q ≥ min(C_q, Σx − C_q)`` (one binary each) and
-``E_q ≥ 3600·t·(2W/S)·c_{qq'}·b_q − M(1 − y_{q'})`` — the nodes of q send ``2W/n`` to each node
-outside q per round; ``C_q(n − C_q)/n ≤ min(C_q, n − C_q)`` makes this an upper bound, exact when
-one side has one node. *allreduce*: ``E_q ≥ 3600·t·c_{qq'}·Σ_k w_k v(k)W/(k·m̲) − M(2 − y_q − y_{q'})``
-(one ring hop leaves each region per step). *local-sgd*: the same with ``2W/(H·k·m̲)``.
-*asgd-ga*: ``E_q ≥ (3600/π_{qq'})·2W·c_{qq'}·(y_q + h_{q'} − 1)`` — a region pushes 2W at most once
-per push time ``π_{qq'}`` (an upper bound, exact when the link is the limit).
+*hivemind*: the nodes of p send ``2W/n`` to every node elsewhere per round, ``t/S`` rounds per
+second: ``E_p = α·C_p·D_p/n`` with ``α = 3600·t·2W/S`` and ``D_p = Σ_{p'≠p} c_{pp'}·C_{p'}``. With
+``u_{p,m}`` (p holds m nodes): ``F_p ≥ m·α·D_p − M(1 − u_{p,m})`` and
+``E_p ≥ F_p/k − M(1 − w_k)``, exact. Before p's ``u`` exist:
+``E_p ≥ ½·α·min_{p'} c_{pp'}·b_p`` with ``b_p ≥ min(C_p, n − C_p)`` (one binary), because
+``C(n−C)/n ≥ min(C, n−C)/2``.
+*allreduce*: each place in use sends one ring hop ``v(n)·W`` per step to the next place in use, at
+least ``t/(n·m̄)`` steps per second::
+
+    E_p ≥ c_{pp'}·Σ_k w_k·3600·t·v(k)·W/(k·m̄) − M·(2 − y_p − y_p' + Σ_{p'' between p and p'} y_p'')
+
+and, before those rows exist, the cheapest ``c_{pp'}`` once two places are used.
+*local-sgd*: the same shape with ``W`` per hop (``v ≥ 1``): hops between zones of one region every
+step, hops between the leaders' regions every H steps.
+*asgd-ga*: a region pushes W and pulls W at most once per its longest cycle
+``Γ_{rh} = max(A·(max_i m_i/s_i + ρ_r(N)), π_{rh})``:
+``E_r ≥ 3600·W·(c_{rh} + c_{hr})/Γ_{rh} − M(2 − Y_r − h_h)``.
 
 Objective
 ---------
-``min Σ_i (p_i + d_i)·x_i + Σ_q E_q``  ($/h at the target rate).
+``min Σ_i (p_i + d_i)·x_i + Σ_p E_p``  ($/h at the target rate).
 
-Pair constraints are added lazily: the model starts without them (a per-region lower bound, the
-nearest other region's term, stands in once two regions are used), and after each solve the pairs
-between the regions the solution uses and every other region are added, until no pair among the
-regions in use is missing. Constraints of pairs that a
-solution does not use are inactive by construction, so the final solution is optimal for the full
-model. ``geotrain.solver.semantics`` evaluates the same model for one count vector.
+The model is a relaxation of the referee's figures (``geotrain.solver.semantics``): every row says
+at most what the perf model says of throughput and at least nothing more of cost. Rows that depend
+on the places a mix uses (pairs, next-place egress, per-place counts) are added lazily: the model
+starts with their valid under-estimates, and after each solve the rows of the places the solution
+uses are added, until the solution's own rows are all present. Then the referee evaluates it: if the
+best mix the referee accepts costs within ``tolerance`` of the MIP's bound, it is optimal for the
+referee (no mix it accepts costs less); otherwise the mix is cut off (a no-good cut on its counts)
+and the MIP is solved again. ``geotrain.solver.semantics`` evaluates the converged model for one count vector.
 """
 
 from __future__ import annotations
@@ -88,13 +106,24 @@ from itertools import combinations
 
 from geotrain.errors import InputError
 from geotrain.solver import semantics, units
-from geotrain.solver.problem import Problem, finite, share
+from geotrain.solver.problem import Evaluation, Problem, finite, place_order, share
 from geotrain.solver.result import Solution, SolveStatus
 from geotrain.solver.tables import Tables
 
 BACKENDS = ("CBC", "SCIP")
+DEFAULT_TOLERANCE = 1e-3
+MAX_CUTS = 40  # no-good cuts per target before the best mix found is returned uncertified
 
 Terms = list[tuple[object, float]]  # (variable, coefficient)
+
+
+@dataclass
+class Lazy:
+    """Rows the model has gained so far (valid for every target)."""
+
+    pairs: set[tuple[str, str]] = field(default_factory=set)  # places (regions' lead places for local-sgd/asgd-ga)
+    hops: set[tuple[str, str]] = field(default_factory=set)  # directed next-place egress rows
+    counted: set[str] = field(default_factory=set)  # places (hivemind) or lead places (local-sgd) with u_{.,m}
 
 
 @dataclass
@@ -104,21 +133,44 @@ class TargetModel:
     problem: Problem
     backend: str = "CBC"
     time_limit_s: float = 30.0
-    pairs: set[tuple[str, str]] = field(default_factory=set)
+    tolerance: float = DEFAULT_TOLERANCE
+    lazy: Lazy = field(default_factory=Lazy)
 
     def __post_init__(self) -> None:
         self.tables = Tables(self.problem)
+        self.referee = semantics.referee_of(self.problem)
+        self._evaluations: dict[tuple[int, ...], Evaluation] = {}
+
+    def evaluate(self, counts: tuple[int, ...]) -> Evaluation:
+        if counts not in self._evaluations:
+            self._evaluations[counts] = self.referee.evaluate(counts)
+        return self._evaluations[counts]
 
     def solve(self, target: float) -> Solution:
-        """Optimal mix for target ``target`` samples/s (lazily adding pair constraints)."""
+        """The cheapest mix by the referee that trains ``target`` samples/s and keeps the limits."""
         start = time.perf_counter()
-        iterations = 0
         deadline = start + self.time_limit_s
-        backend = self.backend
+        backend, iterations = self.backend, 0
+        cuts: list[tuple[int, ...]] = []
+        best = self._known_best(target)
+        bound = 0.0  # a lower bound on the $/h of every admissible mix not cut off yet
+        proven = False  # the bound covers every admissible mix
+        failure: SolveStatus | None = None
         while True:
             iterations += 1
-            status, counts, bound = self._solve_once(target, max(1.0, deadline - time.perf_counter()), backend)
-            if counts is not None and not self._meets(counts, target):
+            left = max(1.0, deadline - time.perf_counter())
+            cutoff = best[1].usd_per_hour * (1 - self.tolerance) if best is not None else None
+            found, counts, mip_bound = self._solve_once(target, left, backend, cuts, cutoff)
+            if found is SolveStatus.INFEASIBLE:  # nothing left: the best mix found is the optimum
+                proven = True
+                break
+            if counts is None:  # time limit or error without a mix
+                failure = found
+                break
+            bound = max(bound, mip_bound if mip_bound is not None else 0.0)
+            if self._refine(counts):
+                continue
+            if not self._meets(counts, target):
                 # a back end returned a mix that breaks the model (seen with CBC on rare instances):
                 # solve this target again with the other back end; if that fails too, report an error
                 other = next((b for b in BACKENDS if b != backend), None)
@@ -127,32 +179,79 @@ class TargetModel:
                                     target)
                 backend = other
                 continue
-            if status not in (SolveStatus.OPTIMAL, SolveStatus.FEASIBLE):
-                return Solution(status, None, None, bound, time.perf_counter() - start, iterations, target)
-            used = sorted({c.region for c, n in zip(self.problem.candidates, counts, strict=True) if n})
-            missing = {p for p in combinations(used, 2) if p not in self.pairs}
-            if not missing:
-                cost = semantics.hourly_cost(self.problem, counts, target)
-                return Solution(status, counts, cost, bound, time.perf_counter() - start, iterations, target)
-            # a star around every region in use: later solutions that keep one of them and move the
-            # others find their exact pair terms already in the model
-            self.pairs |= missing | {tuple(sorted((q, other))) for q in used for other in self.tables.regions
-                                     if other != q}
+            evaluation = self.evaluate(counts)
+            if (semantics.admissible(self.problem, counts, evaluation)
+                    and evaluation.samples_per_s >= target * (1 - 1e-6)
+                    and (best is None or evaluation.usd_per_hour < best[1].usd_per_hour)):
+                best = (counts, evaluation)
+            if best is not None and best[1].usd_per_hour <= bound * (1 + self.tolerance) + 1e-12:
+                proven = True
+                break
+            if len(cuts) >= MAX_CUTS or time.perf_counter() > deadline:
+                break
+            cuts.append(counts)
+        wall = time.perf_counter() - start
+        if best is None:
+            status = SolveStatus.INFEASIBLE if proven else (failure or SolveStatus.TIME_LIMIT)
+            return Solution(status, None, None, None, wall, iterations, target)
+        counts, evaluation = best
+        low = evaluation.usd_per_hour if proven and found is SolveStatus.INFEASIBLE else bound
+        low = min(low, evaluation.usd_per_hour)
+        status = SolveStatus.OPTIMAL if proven else SolveStatus.FEASIBLE
+        return Solution(status, counts, evaluation.usd_per_hour, low, wall, iterations, target,
+                        samples_per_s=evaluation.samples_per_s)
+
+    def _known_best(self, target: float) -> tuple[tuple[int, ...], Evaluation] | None:
+        """The cheapest mix evaluated so far (by an earlier solve, or a baseline handed to
+        :meth:`evaluate`) that reaches ``target`` and keeps the limits: every solve starts from it, and
+        its MIP looks only below it."""
+        known = [(counts, e) for counts, e in self._evaluations.items()
+                 if e.samples_per_s >= target * (1 - 1e-6) and semantics.admissible(self.problem, counts, e)]
+        return min(known, key=lambda ce: (ce[1].usd_per_hour, ce[0]), default=None)
+
+    def _refine(self, counts: tuple[int, ...]) -> bool:
+        """Add the lazy rows of the places ``counts`` uses; True if any was missing."""
+        tb, lazy, strategy = self.tables, self.lazy, self.problem.oracle.strategy
+        places = list(semantics.used_places(self.problem, counts))
+        regions = semantics.used_regions(self.problem, counts)
+        leads = sorted((tb.lead_of[q] for q in regions), key=place_order)
+        added = False
+        # time rows between places (hivemind, allreduce) or the regions' lead places (local-sgd, asgd-ga):
+        # a star around each one in use, so that later solutions that keep one find their terms present
+        ends = places if strategy in ("hivemind", "allreduce") else leads
+        others = tb.places if strategy in ("hivemind", "allreduce") else tb.leads
+        missing = {pair for pair in combinations(sorted(ends), 2) if pair not in lazy.pairs}
+        if missing:
+            lazy.pairs |= missing | {tuple(sorted((q, o))) for q in ends for o in others if o != q}
+            added = True
+        hops: set[tuple[str, str]] = set()
+        if strategy == "allreduce":
+            hops |= set(_ring(places))
+        elif strategy == "local-sgd":
+            for ps in regions.values():
+                hops |= set(_ring(ps))
+            hops |= set(_ring(leads))
+        if hops - lazy.hops:
+            lazy.hops |= hops
+            added = True
+        counted = set()
+        if strategy == "hivemind" and len(places) > 1:
+            counted = set(places)
+        elif strategy == "local-sgd":
+            counted = {tb.lead_of[q] for q in regions if tb.region_cap[q] > 1}
+        if counted - lazy.counted:
+            lazy.counted |= counted
+            added = True
+        return added
 
     def _meets(self, counts: tuple[int, ...], target: float) -> bool:
-        """Whether ``counts`` keeps the limits and reaches ``target`` by :mod:`semantics` (pairs whose
-        terms are not in the model yet are left to the lazy loop)."""
-        problem = self.problem
-        if not semantics.structurally_feasible(problem, counts):
+        """Whether ``counts`` keeps the limits and reaches ``target`` by :mod:`semantics`."""
+        if not semantics.structurally_feasible(self.problem, counts):
             return False
-        used = sorted({c.region for c, n in zip(problem.candidates, counts, strict=True) if n})
-        if any(pair not in self.pairs for pair in combinations(used, 2)):
-            return True
-        rate = semantics.rate_within_budget(problem, counts)
-        return rate >= target * (1 - 1e-6)
+        return semantics.throughput(self.problem, counts) >= target * (1 - 1e-6)
 
-    def _solve_once(self, target: float, time_limit_s: float,
-                    backend: str) -> tuple[SolveStatus, tuple[int, ...] | None, float | None]:
+    def _solve_once(self, target: float, time_limit_s: float, backend: str, cuts: list[tuple[int, ...]],
+                    cutoff: float | None = None) -> tuple[SolveStatus, tuple[int, ...] | None, float | None]:
         from ortools.linear_solver import pywraplp
 
         solver = pywraplp.Solver.CreateSolver(backend)
@@ -160,8 +259,12 @@ class TargetModel:
             raise InputError(f"--backend: this OR-Tools build has no {backend} back end; use one of "
                              f"{', '.join(b for b in BACKENDS if b != backend)}")
         solver.SetTimeLimit(int(time_limit_s * 1000))
-        b = _Builder(self.tables, solver, target, self.pairs)
+        b = _Builder(self.tables, solver, target, self.lazy)
         b.build()
+        for cut in cuts:
+            b.no_good(cut)
+        if cutoff is not None:
+            b.cutoff(cutoff)
         result = solver.Solve()
         status = {
             pywraplp.Solver.OPTIMAL: SolveStatus.OPTIMAL,
@@ -174,6 +277,12 @@ class TargetModel:
         return status, counts, units.from_model_usd(solver.Objective().BestBound())
 
 
+def _ring(places: list[str]) -> list[tuple[str, str]]:
+    if len(places) < 2:
+        return []
+    return [(places[j], places[(j + 1) % len(places)]) for j in range(len(places))]
+
+
 class _Builder:
     """Adds the variables and constraints of the docstring's model to one pywraplp solver.
 
@@ -181,8 +290,8 @@ class _Builder:
     many times faster than building Python expressions for rows of thousands of terms.
     """
 
-    def __init__(self, tables: Tables, solver, target: float, pairs: set[tuple[str, str]]) -> None:  # noqa: ANN001
-        self.tb, self.s, self.t, self.pairs = tables, solver, target, pairs
+    def __init__(self, tables: Tables, solver, target: float, lazy: Lazy) -> None:  # noqa: ANN001
+        self.tb, self.s, self.t, self.lazy = tables, solver, target, lazy
         self.p = tables.p
         self.o = tables.o
         self.cands = tables.p.candidates
@@ -210,27 +319,40 @@ class _Builder:
         self.total = s.NumVar(0, N, "n")
         self.row([(self.total, 1.0)] + [(x, -1.0) for x in self.x], 0, 0)
         self.row([(self.total, 1.0)] + [(w, -k) for k, w in self.w.items()], 0, 0)
-        self.y = {q: s.BoolVar(f"y[{q}]") for q in tb.regions}
-        for q, idx in tb.members.items():
-            members = [(self.x[i], 1.0) for i in idx]
-            self.row(members + [(self.y[q], -tb.region_cap[q])], ub=0)
-            self.row(members + [(self.y[q], -1.0)], lb=0)
-        # multi = 1 when two or more regions are used: it switches on the per-region lower bounds on
-        # pair terms (``Tables.nearest``) so that the model prices multi-region mixes before their
-        # exact pair constraints have been added
+        self.y = {p: s.BoolVar(f"y[{p}]") for p in tb.places}
+        for p, idx in tb.members.items():
+            members = self.count(p)
+            self.row(members + [(self.y[p], -tb.place_cap[p])], ub=0)
+            self.row(members + [(self.y[p], -1.0)], lb=0)
+        self.Y = {}
+        for r, places in tb.region_places.items():
+            if len(places) == 1:
+                self.Y[r] = self.y[places[0]]
+                continue
+            self.Y[r] = s.BoolVar(f"Y[{r}]")
+            for p in places:
+                self.row([(self.Y[r], 1.0), (self.y[p], -1.0)], lb=0)
+            self.row([(self.Y[r], 1.0)] + [(self.y[p], -1.0) for p in places], ub=0)
+        # multi = 1 when two or more places are used: it switches on the per-place lower bounds on pair
+        # terms (``Tables.nearest``) so that the model prices mixes before their exact rows are added
         self.multi = None
-        if len(tb.regions) > 1:
+        if len(tb.places) > 1:
             self.multi = s.BoolVar("multi")
-            self.row([(y, 1.0) for y in self.y.values()] + [(self.multi, -len(tb.regions))], ub=1)
+            self.row([(y, 1.0) for y in self.y.values()] + [(self.multi, -len(tb.places))], ub=1)
+        self.multi_region = None
+        if len(tb.regions) > 1:
+            self.multi_region = s.BoolVar("multi_region")
+            self.row([(y, 1.0) for y in self.Y.values()] + [(self.multi_region, -len(tb.regions))], ub=1)
         limits = self.p.limits
         if limits.max_regions is not None:
-            self.row([(y, 1.0) for y in self.y.values()], ub=limits.max_regions)
-        for idx in tb.zones.values():
-            in_zone = [(self.x[i], 1.0) for i in idx]
+            self.row([(y, 1.0) for y in self.Y.values()], ub=limits.max_regions)
+        for p in tb.places:
+            in_zone = self.count(p)
             if limits.max_nodes_per_zone is not None:
                 self.row(in_zone, ub=limits.max_nodes_per_zone)
             if limits.max_accelerators_per_zone is not None:
-                self.row([(self.x[i], cands[i].accelerators) for i in idx], ub=limits.max_accelerators_per_zone)
+                self.row([(self.x[i], cands[i].accelerators) for i in tb.members[p]],
+                         ub=limits.max_accelerators_per_zone)
             if limits.max_zone_share is not None:
                 self.row(in_zone + [(self.total, -limits.max_zone_share)], ub=0)
         if limits.max_spot_share is not None:
@@ -242,15 +364,17 @@ class _Builder:
         for pool, most in limits.pool_caps:
             self.row([(self.x[i], c.accelerators) for i, c in enumerate(cands) if c.pool == pool], ub=most)
 
-        self.E = {q: s.NumVar(0, self.inf, f"E[{q}]") for q in tb.regions}
+        self.E = {p: s.NumVar(0, self.inf, f"E[{p}]") for p in tb.places}
         node_cost = s.NumVar(0, self.inf, "node_cost")
         self.row([(node_cost, 1.0)] + [(self.x[i], -units.to_model_usd(c.price_usd_per_hour + c.data_usd_per_hour))
                                        for i, c in enumerate(cands)], 0, 0)
-        cost: Terms = [(node_cost, 1.0)] + [(e, 1.0) for e in self.E.values()]
+        self.extra_cost: Terms = []
         {"hivemind": self._hivemind, "allreduce": self._allreduce, "local-sgd": self._local_sgd,
          "asgd-ga": self._asgd}[self.o.strategy]()
+        cost: Terms = [(node_cost, 1.0)] + [(e, 1.0) for e in self.E.values()] + self.extra_cost
         if limits.budget_usd_per_hour is not None:
             self.row(cost, ub=units.to_model_usd(limits.budget_usd_per_hour))
+        self.cost = cost
         objective = s.Objective()
         for var, coef in cost:
             objective.SetCoefficient(var, coef)
@@ -258,13 +382,20 @@ class _Builder:
 
     # -- helpers ----------------------------------------------------------------------------
 
-    def used_indicator(self, regions: list[str], name: str):  # noqa: ANN201
-        """y_q for one region; for several, Y with Y ≥ y_q each (Y ∈ [0, 1])."""
-        if len(regions) == 1:
-            return self.y[regions[0]]
+    def count(self, p: str) -> Terms:
+        """C_p as terms."""
+        return [(self.x[i], 1.0) for i in self.tb.members[p]]
+
+    def region_count(self, r: str) -> Terms:
+        return [(self.x[i], 1.0) for p in self.tb.region_places[r] for i in self.tb.members[p]]
+
+    def used_indicator(self, places: list[str], name: str):  # noqa: ANN201
+        """y_p for one place; for several, Y with Y ≥ y_p each (Y ∈ [0, 1])."""
+        if len(places) == 1:
+            return self.y[places[0]]
         var = self.s.NumVar(0, 1, name)
-        for q in regions:
-            self.row([(var, 1.0), (self.y[q], -1.0)], lb=0)
+        for p in places:
+            self.row([(var, 1.0), (self.y[p], -1.0)], lb=0)
         return var
 
     def require(self, lhs: Terms, table: dict[int, float], indicators: list, n_on: int) -> None:
@@ -280,6 +411,40 @@ class _Builder:
         self.row(lhs + [(self.w[k], -v) for k, v in table.items() if finite(v) and v]
                  + [(ind, -big) for ind in indicators], lb=-big * n_on)
 
+    def several(self, r: str):  # noqa: ANN201
+        """z_r ∈ {0,1}, 1 when region r holds two or more nodes: C_r ≤ 1 + (U_r − 1)·z_r."""
+        z = self.s.BoolVar(f"z[{r}]")
+        self.row(self.region_count(r) + [(z, -(self.tb.region_cap[r] - 1))], ub=1)
+        return z
+
+    def counts_one_hot(self, cap: int, count: Terms, used, name: str) -> dict[int, object]:  # noqa: ANN001
+        """u_m ∈ {0,1}, m = 1..cap: the count is m (Σ u_m = used, Σ m·u_m = count)."""
+        u = {m: self.s.BoolVar(f"{name}[{m}]") for m in range(1, cap + 1)}
+        self.row([(v, 1.0) for v in u.values()] + [(used, -1.0)], 0, 0)
+        self.row(count + [(v, -m) for m, v in u.items()], 0, 0)
+        return u
+
+    def cutoff(self, usd_per_hour: float) -> None:
+        """Only mixes the model prices below ``usd_per_hour``: valid because the model never prices a
+        mix above its referee, so nothing the referee prices below it is cut off."""
+        self.row(self.cost, ub=units.to_model_usd(usd_per_hour))
+
+    def no_good(self, counts: tuple[int, ...]) -> None:
+        """Cut off one count vector: some candidate's count differs from it."""
+        s, x = self.s, self.x
+        terms: Terms = [(x[i], 1.0) for i, a in enumerate(counts) if a == 0]
+        for i, a in enumerate(counts):
+            if a == 0:
+                continue
+            cap = self.cands[i].capacity
+            d = s.NumVar(0, 1, "")
+            up = s.BoolVar("")
+            # d ≤ x − a + cap·(1 − up),  d ≤ a − x + cap·up
+            self.row([(d, 1.0), (x[i], -1.0), (up, cap)], ub=cap - a)
+            self.row([(d, 1.0), (x[i], 1.0), (up, -cap)], ub=a)
+            terms.append((d, 1.0))
+        self.row(terms, lb=1)
+
     # -- strategies -------------------------------------------------------------------------
 
     def _need(self, k: int, tau: float) -> float:
@@ -289,7 +454,7 @@ class _Builder:
         return o.samples_per_round * t / (o.efficiency * slack) if slack > 0 else float("inf")
 
     def _hivemind(self) -> None:
-        s, o, tb, cands = self.s, self.o, self.tb, self.cands
+        s, tb, cands = self.s, self.tb, self.cands
         model = units.to_model_rate
         R = s.NumVar(0, self.inf, "R")
         self.row([(R, 1.0)] + [(self.x[i], -model(c.rate * c.goodput)) for i, c in enumerate(cands)], 0, 0)
@@ -298,72 +463,120 @@ class _Builder:
         ks = range(2, self.N + 1)
         need = lambda tau_of: {k: model(self._need(k, tau_of(k))) for k in ks}  # noqa: E731
         self.require(rate, need(lambda k: 0.0), [], 0)
-        for n, (members, table) in enumerate(tb.region_groups):
-            used = self.used_indicator(members, f"Y{n}")
+        for n, (members, table) in enumerate(tb.place_groups):
+            used = self.used_indicator(members, f"Yp{n}")
             self.require(rate, need(lambda k, table=table: table[k]), [used], 1)
-        for a, b in sorted(self.pairs):
+        for a, b in sorted(self.lazy.pairs):
             table = tb.pair(a, b)
             self.require(rate, need(lambda k, table=table: table[k]), [self.y[a], self.y[b]], 2)
         if self.multi is not None:
-            for q in tb.regions:
-                table = tb.nearest[q]
-                self.require(rate, need(lambda k, table=table: table[k]), [self.y[q], self.multi], 2)
+            for p in tb.places:
+                table = tb.nearest[p]
+                self.require(rate, need(lambda k, table=table: table[k]), [self.y[p], self.multi], 2)
         for q in tb.sites:
             cap = tb.region_cap[q]
-            u = {m: s.BoolVar(f"u[{q},{m}]") for m in range(1, cap + 1)}
-            self.row([(v, 1.0) for v in u.values()] + [(self.y[q], -1.0)], 0, 0)
-            self.row([(self.x[i], 1.0) for i in tb.members[q]] + [(v, -m) for m, v in u.items()], 0, 0)
+            u = self.counts_one_hot(cap, self.region_count(q), self.Y[q], f"u[{q}]")
             for m, v in u.items():
                 table = tb.site(q, m)
                 self.require(rate, {k: model(self._need(k, table[k])) if k > m else 0.0 for k in ks}, [v], 1)
-        coefficient = 3600 * self.t * 2 * o.payload_bytes / o.samples_per_round
-        self._pair_egress(per_round=self._balance, coefficient=coefficient)
+        self._hivemind_egress()
 
-    def _balance(self, q: str):  # noqa: ANN202
-        """b_q ≥ min(C_q, Σx − C_q), with one binary."""
+    def _hivemind_egress(self) -> None:
+        """Σ_p E_p = α·Q/n with Q = Σ_p C_p·D_p: Q ≥ Σ_p G_p, G_p ≥ D_p when p is used (exact for one
+        node in p), G_p ≥ m·D_p when p holds m nodes (once p's counts are in the model)."""
+        s, tb, N = self.s, self.tb, self.N
+        if len(tb.places) < 2:
+            return
+        alpha = 3600 * self.t * 2 * self.o.payload_bytes / self.o.samples_per_round
+        price = self.o.usd_per_byte
+        C = {}
+        for p in tb.places:
+            C[p] = s.NumVar(0, tb.place_cap[p], f"C[{p}]")
+            self.row([(C[p], 1.0)] + [(v, -c) for v, c in self.count(p)], 0, 0)
+        G: Terms = []
+        top_q = 0.0
+        fixed_total = sum(tb.fixed_count.values())
+        for p in tb.places:
+            coef = {q: units.to_model_usd(alpha * price(p, q)) for q in tb.places if q != p}
+            top = max(coef.values())
+            if top <= 0:
+                continue
+            d_terms = [(C[q], c) for q, c in coef.items() if c]
+            big_d = top * N
+            fixed = tb.fixed_count.get(p)
+            if fixed is not None:  # the place's count cannot change (machines that must be used): G_p = m·D_p
+                if fixed == 0:
+                    continue
+                g = s.NumVar(0, fixed * big_d, f"G[{p}]")
+                self.row([(g, 1.0)] + [(var, -fixed * c) for var, c in d_terms], lb=0)
+                top_q += fixed * big_d
+            elif p in self.lazy.counted:
+                cap = tb.place_cap[p]
+                g = s.NumVar(0, cap * big_d, f"G[{p}]")
+                u = self.counts_one_hot(cap, self.count(p), self.y[p], f"u[{p}]")
+                for m, v in u.items():
+                    big = m * big_d
+                    self.row([(g, 1.0)] + [(var, -m * c) for var, c in d_terms] + [(v, -big)], lb=-big)
+                top_q += cap * big_d
+            elif fixed_total:
+                # before p's counts are in the model, and machines that must be used exist: p's nodes
+                # send at least to those, G_p ≥ C_p·Σ_{q fixed} c_pq·m_q (linear: exact for that part)
+                k_p = sum(coef.get(q, 0.0) * m for q, m in tb.fixed_count.items() if q != p)
+                if k_p <= 0:
+                    continue
+                g = s.NumVar(0, tb.place_cap[p] * k_p, f"G[{p}]")
+                self.row([(g, 1.0), (C[p], -k_p)], lb=0)
+                top_q += tb.place_cap[p] * k_p
+            else:
+                # before p's counts are in the model: E_p ≥ ½·α·min_q c_pq·min(C_p, n − C_p)
+                cheapest = units.to_model_usd(alpha * tb.cheapest[p])
+                if cheapest > 0:
+                    b = self._balance(p)
+                    self.row([(self.E[p], 1.0), (b, -0.5 * cheapest)], lb=0)
+                continue
+            G.append((g, 1.0))
+        if not G:
+            return
+        # E ≥ Q/k − M(1 − w_k), one row per k
+        E = s.NumVar(0, self.inf, "E_counted")
+        self.extra_cost.append((E, 1.0))
+        top_q = min(top_q, N * N * max(self.tb.max_price_alpha(alpha), 0.0)) or top_q
+        for k in range(2, N + 1):
+            big = top_q / k
+            self.row([(E, 1.0)] + [(g, -1.0 / k) for g, _ in G] + [(self.w[k], -big)], lb=-big)
+
+    def _balance(self, p: str):  # noqa: ANN202
+        """b_p ≥ min(C_p, n − C_p), with one binary."""
         s, N = self.s, self.N
-        b = s.NumVar(0, N, f"b[{q}]")
-        z = s.BoolVar(f"z[{q}]")
-        members = [(self.x[i], 1.0) for i in self.tb.members[q]]
-        self.row([(b, 1.0)] + [(v, -c) for v, c in members] + [(z, N)], lb=0)  # b ≥ C_q − N·z
-        self.row([(b, 1.0), (self.total, -1.0)] + members + [(z, -N)], lb=-N)  # b ≥ n − C_q − N(1−z)
+        b = s.NumVar(0, N, f"b[{p}]")
+        z = s.BoolVar(f"z[{p}]")
+        members = self.count(p)
+        self.row([(b, 1.0)] + [(v, -c) for v, c in members] + [(z, N)], lb=0)  # b ≥ C_p − N·z
+        self.row([(b, 1.0), (self.total, -1.0)] + members + [(z, -N)], lb=-N)  # b ≥ n − C_p − N(1−z)
         return b
 
-    def _pair_egress(self, *, coefficient: float, per_round: Callable | None = None,
-                     per_sample: Callable[[int], float] | None = None) -> None:
-        """E_q ≥ coefficient · price(q, q') · volume for every ordered pair in use."""
+    def _hop_egress(self, source: str, volume: dict[int, float], *, ring: list[str], scope: str) -> None:
+        """E ≥ price·Σ_k w_k·volume[k] for the next place in use after ``source`` among ``ring``
+        (places in ring order); ``scope`` names the rows' indicator kind: "place" or "lead"."""
         o = self.o
-        volumes = {}
-        if per_round is not None:
-            regions = self.tb.regions if self.multi is not None else sorted({q for pair in self.pairs for q in pair})
-            volumes = {q: per_round(q) for q in regions}
-        if self.multi is not None:  # the cheapest price to any other region, once two regions are used
-            for q in self.tb.regions:
-                price = units.to_model_usd(coefficient * self.tb.cheapest[q])
-                if price <= 0:
-                    continue
-                if per_round is not None:
-                    big = price * self.N
-                    self.row([(self.E[q], 1.0), (volumes[q], -price), (self.y[q], -big), (self.multi, -big)],
-                             lb=-2 * big)
-                else:
-                    table = {k: per_sample(k) for k in self.tb.ks}
-                    big = price * max(table.values())
-                    self.row([(self.E[q], 1.0)] + [(self.w[k], -price * v) for k, v in table.items()]
-                             + [(self.y[q], -big), (self.multi, -big)], lb=-2 * big)
-        for a, b in sorted(self.pairs):
-            for src, dst in ((a, b), (b, a)):
-                price = units.to_model_usd(coefficient * o.usd_per_byte(src, dst))
-                if price <= 0:
-                    continue
-                if per_round is not None:
-                    big = price * self.N  # E ≥ price·b − big·(1 − y_dst)
-                    self.row([(self.E[src], 1.0), (volumes[src], -price), (self.y[dst], -big)], lb=-big)
-                else:
-                    table = {k: per_sample(k) for k in self.tb.ks}
-                    big = price * max(table.values())  # E ≥ price·Σ w_k v_k − big·(2 − y − y)
-                    self.row([(self.E[src], 1.0)] + [(self.w[k], -price * v) for k, v in table.items()]
-                             + [(self.y[src], -big), (self.y[dst], -big)], lb=-2 * big)
+        index = {p: j for j, p in enumerate(ring)}
+        for a, b in sorted(h for h in self.lazy.hops if h[0] == source):
+            if a not in index or b not in index:
+                continue
+            price = units.to_model_usd(o.usd_per_byte(a, b))
+            if price <= 0:
+                continue
+            ia, ib = index[a], index[b]
+            between = ring[ia + 1:ib] if ia < ib else ring[ia + 1:] + ring[:ib]
+            ind = self._indicator(scope)
+            big = price * max(volume.values())
+            self.row([(self.E[a], 1.0)] + [(self.w[k], -price * v) for k, v in volume.items() if v]
+                     + [(ind(a), -big), (ind(b), -big)] + [(ind(q), big) for q in between], lb=-2 * big)
+
+    def _indicator(self, scope: str) -> Callable:
+        if scope == "place":
+            return lambda p: self.y[p]
+        return lambda lead: self.Y[self.tb.region_of[lead]]
 
     def _step_time(self) -> Terms:
         """τ = the slowest step in use, as one-hot levels over the distinct step times."""
@@ -380,6 +593,8 @@ class _Builder:
         var = self.s.NumVar(0, max(top, 0.0), name)
         for table, indicators, n_on in terms:
             big = max(table.values())
+            if big <= 0:
+                continue
             # var ≥ Σ w_k v_k − big·(n_on − Σ ind)
             self.row([(var, 1.0)] + [(self.w[k], -v) for k, v in table.items() if v]
                      + [(ind, -big) for ind in indicators], lb=-big * n_on)
@@ -388,63 +603,153 @@ class _Builder:
     def _good_samples(self) -> Terms:
         return [(self.x[i], c.samples_per_step * c.goodput) for i, c in enumerate(self.cands)]
 
-    def _ring_terms(self) -> tuple[list, list]:
-        tb = self.tb
-        inside = [(table, [self.used_indicator(members, f"Yr{n}")], 1)
-                  for n, (members, table) in enumerate(tb.region_groups)]
-        between = [({k: v if k > 1 else 0.0 for k, v in tb.pair(a, b).items()}, [self.y[a], self.y[b]], 2)
-                   for a, b in sorted(self.pairs)]
-        if self.multi is not None:
-            between += [({k: v if k > 1 else 0.0 for k, v in tb.nearest[q].items()}, [self.y[q], self.multi], 2)
-                        for q in tb.regions]
-        return inside, between
-
     def _allreduce(self) -> None:
-        o, t = self.o, self.t
+        o, t, tb = self.o, self.t, self.tb
         tau = self._step_time()
-        inside, between = self._ring_terms()
+        inside = [(table, [self.used_indicator(members, f"Yr{n}")], 1)
+                  for n, (members, table) in enumerate(tb.place_groups)]
+        between = [({k: v if k > 1 else 0.0 for k, v in tb.pair(a, b).items()}, [self.y[a], self.y[b]], 2)
+                   for a, b in sorted(self.lazy.pairs)]
+        if self.multi is not None:
+            between += [({k: v if k > 1 else 0.0 for k, v in tb.nearest[p].items()}, [self.y[p], self.multi], 2)
+                        for p in tb.places]
         T = self._max_term("T", inside + between)
         # G − t·τ − t·T ≥ 0
         self.row(self._good_samples() + [(v, -t * c) for v, c in tau] + [(T, -t)], lb=0)
-        m_min = self.p.min_samples_per_step
-        self._pair_egress(coefficient=3600 * t, per_sample=lambda k: share(k) * o.payload_bytes / (k * m_min))
+        m_max = self.p.max_samples_per_step
+        volume = {k: 3600 * t * share(k) * o.payload_bytes / (k * m_max) for k in tb.ks}
+        self._cheapest_hop(volume, "place")
+        for p in tb.places:
+            self._hop_egress(p, volume, ring=tb.places, scope="place")
+
+    def _cheapest_hop(self, volume: dict[int, float], scope: str) -> None:
+        """Once two places (regions) are used, each sends a hop at least at its cheapest price."""
+        tb = self.tb
+        if scope == "place":
+            if self.multi is None:
+                return
+            items = [(p, self.y[p], tb.cheapest[p]) for p in tb.places]
+            flag = self.multi
+        else:
+            if self.multi_region is None:
+                return
+            items = [(lead, self.Y[tb.region_of[lead]], tb.cheapest_lead[lead]) for lead in tb.leads]
+            flag = self.multi_region
+        for p, used, cheapest in items:
+            price = units.to_model_usd(cheapest)
+            if price <= 0:
+                continue
+            big = price * max(volume.values())
+            self.row([(self.E[p], 1.0)] + [(self.w[k], -price * v) for k, v in volume.items() if v]
+                     + [(used, -big), (flag, -big)], lb=-2 * big)
 
     def _local_sgd(self) -> None:
-        o, t = self.o, self.t
+        s, o, t, tb = self.s, self.o, self.t, self.tb
         H = o.local_steps
         tau = self._step_time()
-        inside, between = self._ring_terms()
-        t_in = self._max_term("T_in", inside)
-        t_wan = self._max_term("T_wan", between)
-        # H·G − t·H·τ − t·H·T_in − t·T_wan ≥ 0
-        self.row([(v, H * c) for v, c in self._good_samples()] + [(v, -t * H * c) for v, c in tau]
-                 + [(t_in, -t * H), (t_wan, -t)], lb=0)
-        m_min = self.p.min_samples_per_step
-        self._pair_egress(coefficient=3600 * t, per_sample=lambda k: 2 * o.payload_bytes / (H * k * m_min))
+        tau_min = min(tb.steps)
+        top_local = max(tb.steps) + max((tb.ring_region(lead, tb.region_cap[tb.region_of[lead]])
+                                         for lead in tb.leads), default=0.0)
+        T_loc = s.NumVar(0, top_local, "T_loc")
+        self.row([(T_loc, 1.0)] + [(v, -c) for v, c in tau], lb=0)
+        B = s.NumVar(0, self.inf, "B")
+        for lead in tb.leads:
+            r = tb.region_of[lead]
+            cap = tb.region_cap[r]
+            if cap < 2:
+                continue
+            ring = {m: tb.ring_region(lead, m) for m in range(1, cap + 1)}
+            beta = o.broadcast_s(lead)
+            count = self.region_count(r)
+            if lead in self.lazy.counted:
+                u = self.counts_one_hot(cap, count, self.Y[r], f"u[{r}]")
+                # T_loc ≥ τ_min + Σ_m u_m ρ(m)  (only when r is used: Σ u = Y_r)
+                self.row([(T_loc, 1.0)] + [(v, -(tau_min + ring[m])) for m, v in u.items()], lb=0)
+                self.row([(B, 1.0)] + [(v, -beta) for m, v in u.items() if m >= 2], lb=0)
+            else:
+                slope = 1.0 / (cap - 1)
+                # T_loc ≥ τ_min·Y_r + ρ(2)·(C_r − 1)/(U_r − 1): at most the truth for C_r ≥ 1
+                self.row([(T_loc, 1.0), (self.Y[r], -tau_min + ring[2] * slope)]
+                         + [(v, -ring[2] * slope * c) for v, c in count], lb=0)
+                self.row([(B, 1.0), (self.Y[r], beta * slope)] + [(v, -beta * slope * c) for v, c in count], lb=0)
+                # and T_loc ≥ (τ_min + ρ(2))·z_r, B ≥ β·z_r: ρ grows with the count
+                z = self.several(r)
+                self.row([(T_loc, 1.0), (z, -(tau_min + ring[2]))], lb=0)
+                self.row([(B, 1.0), (z, -beta)], lb=0)
+        T_wan = self._wan_term()
+        # H·G − t·H·T_loc − t·T_wan − t·B ≥ 0
+        self.row([(v, H * c) for v, c in self._good_samples()] + [(T_loc, -t * H), (T_wan, -t), (B, -t)], lb=0)
+        m_max = self.p.max_samples_per_step
+        per_step = {k: 3600 * t * o.payload_bytes / (k * m_max) for k in tb.ks}
+        for r, places in tb.region_places.items():
+            for p in places:
+                self._hop_egress(p, per_step, ring=places, scope="place")
+        per_round = {k: v / H for k, v in per_step.items()}
+        self._cheapest_hop(per_round, "lead")
+        for lead in tb.leads:
+            self._hop_egress(lead, per_round, ring=tb.leads, scope="lead")
+
+    def _wan_term(self):  # noqa: ANN202
+        """T_wan ≥ π_{rr'}(R) for the regions in use (R of them), with v_R one-hot."""
+        s, tb = self.s, self.tb
+        T_wan = s.NumVar(0, self.inf, "T_wan")
+        if self.multi_region is None:
+            return T_wan
+        most = min(len(tb.regions), self.N)
+        v = {R: s.BoolVar(f"v[{R}]") for R in range(1, most + 1)}
+        self.row([(b, 1.0) for b in v.values()], 1, 1)
+        self.row([(b, R) for R, b in v.items()] + [(y, -1.0) for y in self.Y.values()], 0, 0)
+        Y = lambda lead: self.Y[tb.region_of[lead]]  # noqa: E731
+        rows = [(tb.pair(a, b), [Y(a), Y(b)], 2) for a, b in sorted(self.lazy.pairs)]
+        rows += [(tb.nearest_lead[lead], [Y(lead), self.multi_region], 2) for lead in tb.leads]
+        for table, indicators, n_on in rows:
+            values = {R: table[R] for R in v if R >= 2}
+            big = max(values.values(), default=0.0)
+            if big <= 0:
+                continue
+            self.row([(T_wan, 1.0)] + [(v[R], -val) for R, val in values.items()]
+                     + [(ind, -big) for ind in indicators], lb=-big * n_on)
+        return T_wan
 
     def _asgd(self) -> None:
         s, o, tb, cands = self.s, self.o, self.tb, self.cands
         A = o.accumulation_steps
         model = units.to_model_rate
-        X, h = {}, {}
-        for q, idx in tb.members.items():
+        X, h, power = {}, {}, {}
+        top_power = model(sum(c.rate * min(c.capacity, self.N) for c in cands))
+        star = s.NumVar(0, top_power, "power*")
+        for r, places in tb.region_places.items():
+            idx = [i for p in places for i in tb.members[p]]
             top = sum(model(cands[i].rate * cands[i].goodput) * min(cands[i].capacity, self.N) for i in idx)
-            X[q] = s.NumVar(0, top, f"X[{q}]")
-            h[q] = s.BoolVar(f"h[{q}]")
-            self.row([(X[q], 1.0)] + [(self.x[i], -model(cands[i].rate * cands[i].goodput)) for i in idx], ub=0)
-            self.row([(X[q], 1.0), (self.y[q], -top)], ub=0)
-            self.row([(h[q], 1.0), (self.y[q], -1.0)], ub=0)
+            X[r] = s.NumVar(0, top, f"X[{r}]")
+            h[r] = s.BoolVar(f"h[{r}]")
+            self.row([(X[r], 1.0)] + [(self.x[i], -model(cands[i].rate * cands[i].goodput)) for i in idx], ub=0)
+            if tb.region_cap[r] > 1:
+                # two or more nodes in r: each node's step also waits for r's all-reduce, at least ρ_r(2)
+                ring = tb.ring_region(tb.lead_of[r], 2)
+                alone = max(model(cands[i].rate * cands[i].goodput) for i in idx)
+                self.row([(X[r], 1.0), (self.several(r), alone)]
+                         + [(self.x[i], -model(cands[i].samples_per_step
+                                               / (cands[i].samples_per_step / (cands[i].rate * cands[i].goodput)
+                                                  + ring))) for i in idx], ub=alone)
+            self.row([(X[r], 1.0), (self.Y[r], -top)], ub=0)
+            self.row([(h[r], 1.0), (self.Y[r], -1.0)], ub=0)
+            raw = [(self.x[i], model(cands[i].rate)) for i in idx]
+            power[r] = raw
+            self.row([(star, 1.0)] + [(v, -c) for v, c in raw], lb=0)  # Π* ≥ Π_r
+            self.row(raw + [(star, -1.0), (h[r], -top_power)], lb=-top_power)  # Π_r ≥ Π* − M(1 − h_r)
         self.row([(v, 1.0) for v in h.values()], 1, 1)
         self.row([(v, 1.0) for v in X.values()], lb=model(self.t))
-        for a, b in sorted(self.pairs):
+        region_of = tb.region_of
+        for a, b in sorted(self.lazy.pairs):
             for src, home in ((a, b), (b, a)):
-                top = X[src].ub()
+                r, hr = region_of[src], region_of[home]
+                top = X[r].ub()
                 push = o.pair_s(src, home, 0)
                 # X_src ≤ (A/push)·Σ m_i x_i + top·(1 − h_home)
-                self.row([(X[src], 1.0), (h[home], top)]
-                         + [(self.x[i], -model(A / push) * cands[i].samples_per_step) for i in tb.members[src]],
-                         ub=top)
-                # a region pushes at most once per push time: 2W per push, priced at the sender
-                price = units.to_model_usd(3600 / push * 2 * o.payload_bytes * o.usd_per_byte(src, home))
+                self.row([(X[r], 1.0), (h[hr], top)]
+                         + [(self.x[i], -model(A / push) * cands[i].samples_per_step)
+                            for p in tb.region_places[r] for i in tb.members[p]], ub=top)
+                price = units.to_model_usd(semantics.asgd_push_usd_per_hour(self.p, src, home))
                 if price > 0:
-                    self.row([(self.E[src], 1.0), (self.y[src], -price), (h[home], -price)], lb=-price)
+                    self.row([(self.E[src], 1.0), (self.Y[r], -price), (h[hr], -price)], lb=-price)

@@ -1,9 +1,13 @@
-"""Plain data the solver works on: candidates, limits, and the communication oracle.
+"""Plain data the solver works on: candidates, limits, the communication oracle and the referee.
 
 The solver knows nothing of pandas, providers or the perf model's classes: the planner turns
 offers into :class:`Candidate` rows and hands over a :class:`CommOracle` that answers, for a node
-count ``k`` and the regions in use, how long the communication terms of a round take and what a
-byte costs between two regions.
+count ``k`` and the places in use, how long the communication terms of a round take and what a
+byte costs between two places. A *place* is a candidate's zone (``Candidate.zone``: the region for
+region-wide offers, the site for on-prem machines); zones of one region share their network figures
+but not their prices. The :class:`Referee` says what a mix really trains and costs (the planner's
+is the perf model); the MIP is a relaxation of it, and a mix is called optimal only when the
+referee agrees (``geotrain.solver.model``).
 """
 
 from __future__ import annotations
@@ -51,8 +55,28 @@ class Candidate:
         return name if cloud == "onprem" else None
 
 
+@dataclass(frozen=True, slots=True)
+class Evaluation:
+    """What a mix trains and costs by the referee: samples/s after expected interruptions, and $/h
+    (nodes, synchronisation egress and data egress) while it trains at that speed."""
+
+    samples_per_s: float
+    usd_per_hour: float
+
+
+class Referee(Protocol):
+    """The figures a plan reports for a mix (counts per candidate)."""
+
+    def evaluate(self, counts: tuple[int, ...]) -> Evaluation: ...
+
+
 class CommOracle(Protocol):
-    """Communication terms of one strategy, in seconds per round, for ``k`` nodes in total."""
+    """Communication terms of one strategy, in seconds per round, for ``k`` nodes in total.
+
+    ``place_s(p, k)``: the term inside place p (hivemind: a node's own egress or a pair inside p;
+    the others: a ring over k nodes on p's own link). ``pair_s(a, b, k)``: between places a and b
+    (hivemind and allreduce: k nodes in all; local-sgd: a ring of k region leaders; asgd-ga: one
+    push, k unused). ``broadcast_s(p)``: one copy of the parameters over p's own link."""
 
     strategy: str
     samples_per_round: float  # hivemind: the target batch size
@@ -63,9 +87,11 @@ class CommOracle(Protocol):
 
     def overhead_s(self, k: int) -> float: ...
 
-    def region_s(self, region: str, k: int) -> float: ...
+    def place_s(self, place: str, k: int) -> float: ...
 
     def pair_s(self, a: str, b: str, k: int) -> float: ...
+
+    def broadcast_s(self, place: str) -> float: ...
 
     def site_s(self, site: str, inside: int, k: int) -> float | None: ...
 
@@ -101,6 +127,7 @@ class Problem:
     candidates: tuple[Candidate, ...]
     oracle: CommOracle
     limits: Limits = field(default_factory=Limits)
+    referee: Referee | None = None  # None: the solver's own model (``semantics.ModelReferee``)
 
     def __post_init__(self) -> None:
         if self.oracle.strategy not in STRATEGIES:
@@ -114,6 +141,11 @@ class Problem:
         return sorted({c.region for c in self.candidates})
 
     @property
+    def places(self) -> list[str]:
+        """Places in ring order: by region, then zone (the order the runtime's ring visits them)."""
+        return sorted({c.zone for c in self.candidates}, key=place_order)
+
+    @property
     def node_cap(self) -> int:
         """The largest node count the model considers."""
         return max(1, min(self.limits.max_nodes, sum(c.capacity for c in self.candidates)))
@@ -121,6 +153,15 @@ class Problem:
     @property
     def min_samples_per_step(self) -> int:
         return min(c.samples_per_step for c in self.candidates)
+
+    @property
+    def max_samples_per_step(self) -> int:
+        return max(c.samples_per_step for c in self.candidates)
+
+
+def place_order(place: str) -> tuple[str, ...]:
+    """``cloud/region/zone`` as a tuple: a region-wide place ("cloud/region") comes before its zones."""
+    return tuple(place.split("/"))
 
 
 def share(k: int) -> float:

@@ -20,11 +20,12 @@ class Solution:
 
     status: SolveStatus
     counts: tuple[int, ...] | None
-    usd_per_hour: float | None  # the model's $/h at the target rate
-    bound_usd_per_hour: float | None
+    usd_per_hour: float | None  # the referee's $/h of the mix
+    bound_usd_per_hour: float | None  # no admissible mix reaching the target costs less (by the referee)
     wall_s: float
-    iterations: int  # solves, counting re-solves after adding pair constraints
+    iterations: int  # MIP solves, counting re-solves after adding lazy rows or cuts
     target_samples_per_s: float
+    samples_per_s: float | None = None  # the referee's samples/s of the mix
 
     @property
     def found(self) -> bool:
@@ -37,8 +38,8 @@ class SearchResult:
 
     objective: str
     solution: Solution | None  # None: infeasible
-    samples_per_s: float | None  # the model's throughput of the chosen mix
-    usd_per_hour: float | None  # at that throughput
+    samples_per_s: float | None  # the referee's throughput of the chosen mix
+    usd_per_hour: float | None  # the referee's $/h of the chosen mix
     status: SolveStatus
     gap: float  # relative: MIP gap for min_cost; the parametric search's bracket otherwise
     wall_s: float

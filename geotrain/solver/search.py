@@ -9,19 +9,18 @@ decrease with ``t``: a higher target shrinks the feasible set and raises the egr
     returns a mix whose throughput ``X(x) ≥ t`` becomes the new lower end; an infeasible (or
     over-budget) ``t`` the upper end. The bracket is closed to ``tolerance`` (relative).
 
-(c) ``min_cost_per_sample``: ``min_x $/h(x) / (3600·X(x))`` at the mix's cheapest operating point
-    (``semantics.cheapest_operating_point``: under a budget the rate it can afford; for asgd-ga
-    the home region). For a mix ``x`` the ratio at rate
-    ``t ≤ X(x)`` falls as ``t`` rises, so the optimum is ``min_t f(t)/(3600·t)``. Branch and bound on
-    intervals ``[a, b]`` of ``t``: every mix with throughput in ``[a, b]`` costs at least ``f(a)``,
-    so ``f(a)/(3600·b)`` bounds the interval from below; solving at the interval's geometric middle
-    gives a mix (an upper bound) and splits it. Stops when no interval's bound is below the best
-    ratio by more than ``tolerance``.
+(c) ``min_cost_per_sample``: ``min_x $/h(x) / (3600·X(x))`` with the referee's figures. Branch and
+    bound on intervals ``[a, b]`` of ``t``: every admissible mix with throughput in ``[a, b]`` costs
+    at least ``f̲(a)`` (the certified lower bound of the solve at ``a``), so ``f̲(a)/(3600·b)`` bounds
+    the interval from below; solving at the interval's geometric middle gives a mix (an upper bound)
+    and splits it. Stops when no interval's bound is below the best ratio by more than ``tolerance``.
 
 (d) ``min_cost_by_deadline(N, D)``: the same as (c) with the floor ``t ≥ N / (3600·D)``; the total
     is ``N`` times the cost per sample.
 
-Every objective honours the problem's limits (budget, throughput floor) through the MIP.
+Every objective honours the problem's limits (budget, throughput floor) through the MIP, and every
+figure is the referee's (``TargetModel`` certifies each solve against it): a mix's samples/s and
+$/h are what the plan reports.
 """
 
 from __future__ import annotations
@@ -32,11 +31,10 @@ import time
 from dataclasses import dataclass, replace
 
 from geotrain.solver import semantics
-from geotrain.solver.model import TargetModel
+from geotrain.solver.model import DEFAULT_TOLERANCE, TargetModel
 from geotrain.solver.problem import Problem
 from geotrain.solver.result import SearchResult, Solution, SolveStatus
 
-DEFAULT_TOLERANCE = 1e-3
 FRONTIER_TOLERANCE = 0.05  # the frontier's top point: the fastest mix to within this share
 # a mix that trains slower than this share of its slowest candidate's rate is not worth planning
 NEGLIGIBLE_RATE_SHARE = 1e-3
@@ -50,7 +48,7 @@ class Searcher:
     time_limit_s: float = 60.0  # for the whole search; each MIP gets what is left
 
     def __post_init__(self) -> None:
-        self.model = TargetModel(self.problem, self.backend, self.time_limit_s)
+        self.model = TargetModel(self.problem, self.backend, self.time_limit_s, self.tolerance)
         self.started = time.perf_counter()
         self.solves = 0
         self.statuses: set[SolveStatus] = set()
@@ -72,7 +70,11 @@ class Searcher:
         return self._cache[target]
 
     def throughput(self, solution: Solution) -> float:
-        return semantics.throughput(self.problem, solution.counts)
+        return solution.samples_per_s
+
+    def evaluate(self, counts: tuple[int, ...]):  # noqa: ANN201
+        """The referee's figures for a mix; once evaluated, a mix is where later solves start from."""
+        return self.model.evaluate(counts)
 
     def upper_rate(self) -> float:
         """No mix trains faster than its nodes alone at full speed, nor than the budget can buy."""
@@ -140,7 +142,7 @@ class Searcher:
     def _status(self, gap: float) -> SolveStatus:
         if SolveStatus.ERROR in self.statuses:
             return SolveStatus.ERROR
-        if SolveStatus.FEASIBLE in self.statuses or SolveStatus.TIME_LIMIT in self.statuses or gap > self.tolerance:
+        if SolveStatus.FEASIBLE in self.statuses or SolveStatus.TIME_LIMIT in self.statuses or gap > 2 * self.tolerance:
             return SolveStatus.FEASIBLE
         return SolveStatus.OPTIMAL
 
@@ -172,7 +174,7 @@ class Searcher:
         first = self.first_feasible()
         if not first.found:
             return self._result("max_throughput", None, 0.0, start)
-        reach = lambda sol, t: max(t, semantics.rate_within_budget(self.problem, sol.counts))  # noqa: E731
+        reach = lambda sol, t: max(t, sol.samples_per_s)  # noqa: E731
         best, low = first, reach(first, first.target_samples_per_s)
         while high - low > self.tolerance * low and not self.out_of_time():
             t = math.sqrt(low * high)
@@ -181,9 +183,7 @@ class Searcher:
                 best, low = solution, reach(solution, t)
             else:
                 high = t
-        result = self._result("max_throughput", best, (high - low) / high, start)
-        return replace(result, samples_per_s=low,
-                       usd_per_hour=semantics.hourly_cost(self.problem, best.counts, low))
+        return self._result("max_throughput", best, (high - low) / high, start)
 
     def min_cost_per_sample(self) -> SearchResult:
         start = time.perf_counter()
@@ -194,10 +194,7 @@ class Searcher:
         def consider(solution: Solution) -> None:
             nonlocal best, best_ratio
             if solution.found:
-                point = semantics.cheapest_operating_point(self.problem, solution.counts)
-                if point is None:
-                    return
-                ratio = point[1] / (3600 * point[0])
+                ratio = solution.usd_per_hour / (3600 * solution.samples_per_s)
                 if ratio < best_ratio:
                     best, best_ratio = solution, ratio
 
@@ -208,7 +205,7 @@ class Searcher:
         consider(first)
         self._try_best_single(consider)
         floor = self.ratio_floor
-        heap = [(max(floor(low), first.usd_per_hour / (3600 * high)), low, high, first.usd_per_hour)]
+        heap = [(max(floor(low), first.bound_usd_per_hour / (3600 * high)), low, high, first.bound_usd_per_hour)]
         settled = math.inf  # lower bound of intervals too narrow to split
         while heap and heap[0][0] < best_ratio * (1 - self.tolerance) and not self.out_of_time():
             bound, a, b, f_a = heapq.heappop(heap)
@@ -220,8 +217,8 @@ class Searcher:
             consider(solution)
             heapq.heappush(heap, (max(floor(a), f_a / (3600 * mid)), a, mid, f_a))
             if solution.found:  # nothing is feasible above an infeasible target
-                heapq.heappush(heap, (max(floor(mid), solution.usd_per_hour / (3600 * b)), mid, b,
-                                      solution.usd_per_hour))
+                heapq.heappush(heap, (max(floor(mid), solution.bound_usd_per_hour / (3600 * b)), mid, b,
+                                      solution.bound_usd_per_hour))
         lower = min([settled, best_ratio] + ([heap[0][0]] if heap else []))
         gap = (best_ratio - lower) / best_ratio if best_ratio > 0 else 0.0
         return self._result("min_cost_per_sample", best, gap, start)
@@ -238,7 +235,7 @@ class Searcher:
                    / (cands[i].rate * cands[i].goodput))
         x = tuple(1 if i == best else 0 for i in range(len(cands)))
         if semantics.structurally_feasible(self.problem, x):
-            consider(self.solve_at(semantics.throughput(self.problem, x)))
+            consider(self.solve_at(self.evaluate(x).samples_per_s))
 
     def frontier(self, points: int = 6) -> tuple[tuple[float, float], ...]:
         """A few (samples/s, $/h) points of the cost/throughput trade-off."""

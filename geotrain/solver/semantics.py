@@ -1,34 +1,104 @@
 """The solver's model, evaluated directly for one count vector (the reference the MIP must match).
 
 ``throughput(problem, x)`` and ``hourly_cost(problem, x, rate)`` define what the MIP in
-``geotrain.solver.model`` optimises; see that module's docstring for the formulas. Tests enumerate
-small instances with these functions (brute force) and compare with the MIP's optimum; the MIP
-uses them to check that its lazily added constraints cover the regions a solution uses.
+``geotrain.solver.model`` optimises once its lazily added rows cover the places a mix uses; see that
+module's docstring for the formulas. The model is a *relaxation* of the perf model the planner
+reports: for every mix it predicts at least the perf model's samples/s and at most its $/h (the
+egress of a mix training ``rate`` samples/s is priced at ``rate``, where the perf model prices it at
+the mix's own, higher or equal, speed; terms the model leaves out are communication it does not
+see). ``ModelReferee`` is the model's own figures at a mix's full speed: the referee of solver tests.
+Tests enumerate small instances with these functions (brute force) and compare with the MIP.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from itertools import combinations
 
-from geotrain.solver.problem import Problem, counts_by, share
+from geotrain.solver.problem import Evaluation, Problem, counts_by, place_order, share
 
 
-def _terms(problem: Problem, x: Sequence[int], k: int) -> tuple[float, float, float]:
-    """(max region term, max pair term, max site term) for the regions ``x`` uses."""
+def used_places(problem: Problem, x: Sequence[int]) -> dict[str, int]:
+    """Nodes per place, in ring order."""
+    per = counts_by(problem.candidates, x, "zone")
+    return {p: per[p] for p in sorted(per, key=place_order)}
+
+
+def used_regions(problem: Problem, x: Sequence[int]) -> dict[str, list[str]]:
+    """Region -> its places in use, in ring order."""
+    region_of = {c.zone: c.region for c in problem.candidates}
+    out: dict[str, list[str]] = {}
+    for p in used_places(problem, x):
+        out.setdefault(region_of[p], []).append(p)
+    return out
+
+
+def region_leads(problem: Problem) -> dict[str, str]:
+    """Region -> its lead place: the first of its places in ring order among all candidates (where the
+    model puts its leader or parameter server; zones of a region share their network figures)."""
+    out: dict[str, str] = {}
+    for place in sorted({c.zone for c in problem.candidates}, key=place_order):
+        region = next(c.region for c in problem.candidates if c.zone == place)
+        out.setdefault(region, place)
+    return out
+
+
+def _hivemind_terms(problem: Problem, x: Sequence[int], k: int) -> float:
     oracle = problem.oracle
+    per = used_places(problem, x)
+    term = max((oracle.place_s(p, k) for p in per), default=0.0)
+    term = max([term] + [oracle.pair_s(a, b, k) for a, b in combinations(per, 2)])
     per_region = counts_by(problem.candidates, x, "region")
-    regions = sorted(per_region)
-    region_term = max((oracle.region_s(q, k) for q in regions), default=0.0)
-    pair_term = max((oracle.pair_s(a, b, k) for a, b in combinations(regions, 2)), default=0.0)
-    site_term = 0.0
     for q, inside in per_region.items():
         cloud, _, site = q.partition("/")
         if cloud == "onprem":
             value = oracle.site_s(site, inside, k)
             if value is not None:
-                site_term = max(site_term, value)
-    return region_term, pair_term, site_term
+                term = max(term, value)
+    return term
+
+
+def _ring_term(problem: Problem, x: Sequence[int], k: int) -> float:
+    oracle = problem.oracle
+    per = used_places(problem, x)
+    term = max((oracle.place_s(p, k) for p in per), default=0.0)
+    return max([term] + [oracle.pair_s(a, b, k) for a, b in combinations(per, 2)])
+
+
+def _step(problem: Problem, x: Sequence[int]) -> float:
+    return max(c.samples_per_step / c.rate for c, n in zip(problem.candidates, x, strict=True) if n)
+
+
+def _good_samples(problem: Problem, x: Sequence[int]) -> float:
+    return sum(c.samples_per_step * c.goodput * n for c, n in zip(problem.candidates, x, strict=True))
+
+
+def min_step(problem: Problem) -> float:
+    return min(c.samples_per_step / c.rate for c in problem.candidates)
+
+
+def local_sgd_round(problem: Problem, x: Sequence[int]) -> float:
+    """H·T_loc + T_wan + B (see the model)."""
+    oracle = problem.oracle
+    h = oracle.local_steps
+    regions = used_regions(problem, x)
+    per_region = counts_by(problem.candidates, x, "region")
+    local = _step(problem, x)
+    tau_min = min_step(problem)
+    broadcast = 0.0
+    lead = region_leads(problem)
+    for q in regions:
+        n_q = per_region[q]
+        if n_q >= 2:
+            local = max(local, tau_min + oracle.place_s(lead[q], n_q))
+            broadcast = max(broadcast, oracle.broadcast_s(lead[q]))
+    wan = 0.0
+    lead = region_leads(problem)
+    leaders = [lead[q] for q in regions]
+    if len(leaders) >= 2:
+        wan = max(oracle.pair_s(a, b, len(leaders)) for a, b in combinations(leaders, 2))
+    return h * local + wan + broadcast
 
 
 def throughput(problem: Problem, x: Sequence[int]) -> float:
@@ -39,75 +109,113 @@ def throughput(problem: Problem, x: Sequence[int]) -> float:
         return 0.0
     good_rate = sum(c.rate * c.goodput * n for c, n in zip(cands, x, strict=True))
     if oracle.strategy == "asgd-ga":
-        return sum(_asgd_home(problem, x)[1].values())
+        return max((sum(r.values()) for r in _asgd_rates_by_home(problem, x).values()), default=0.0)
     if k == 1:
         return good_rate
-    region_term, pair_term, site_term = _terms(problem, x, k)
     if oracle.strategy == "hivemind":
-        comm = oracle.overhead_s(k) + max(region_term, pair_term, site_term)
+        comm = oracle.overhead_s(k) + _hivemind_terms(problem, x, k)
         s = oracle.samples_per_round
         return s / (s / (oracle.efficiency * good_rate) + comm)
-    step = max(c.samples_per_step / c.rate for c, n in zip(cands, x, strict=True) if n)
-    good_samples = sum(c.samples_per_step * c.goodput * n for c, n in zip(cands, x, strict=True))
     if oracle.strategy == "allreduce":
-        return good_samples / (step + max(region_term, pair_term))
-    h = oracle.local_steps
-    return h * good_samples / (h * (step + region_term) + pair_term)
+        return _good_samples(problem, x) / (_step(problem, x) + _ring_term(problem, x, k))
+    return oracle.local_steps * _good_samples(problem, x) / local_sgd_round(problem, x)
 
 
-def _asgd_rates(problem: Problem, x: Sequence[int], home: str) -> dict[str, float]:
-    """Per region: min(compute, A·samples per step / push(q, home)); the home region is not limited."""
+def homes(problem: Problem, x: Sequence[int]) -> list[str]:
+    """asgd-ga: the regions that may be home, those with the most raw compute (the runtime's rule)."""
+    power: dict[str, float] = {}
+    for c, n in zip(problem.candidates, x, strict=True):
+        if n:
+            power[c.region] = power.get(c.region, 0.0) + c.rate * n
+    top = max(power.values(), default=0.0)
+    return sorted(q for q, p in power.items() if p >= top * (1 - 1e-12))
+
+
+def _asgd_rates_by_home(problem: Problem, x: Sequence[int]) -> dict[str, dict[str, float]]:
+    """Per home: per region min(compute, A·samples per step / push(q, home)); the home is not limited.
+    A region of two or more nodes computes at most Σ_i n_i·m_i / (m_i/(s_i·g_i) + ρ_q(2))."""
     oracle = problem.oracle
     compute: dict[str, float] = {}
     per_step: dict[str, float] = {}
+    lead = region_leads(problem)
+    nodes = counts_by(problem.candidates, x, "region")
     for c, n in zip(problem.candidates, x, strict=True):
         if n:
             compute[c.region] = compute.get(c.region, 0.0) + c.rate * c.goodput * n
             per_step[c.region] = per_step.get(c.region, 0.0) + c.samples_per_step * n
-    return {q: (r if q == home else min(r, oracle.accumulation_steps * per_step[q] / oracle.pair_s(q, home, 0)))
-            for q, r in compute.items()}
+    for q in compute:
+        if nodes[q] >= 2:  # each step also waits for the region's all-reduce, at least ρ_q(2)
+            ring = oracle.place_s(lead[q], 2)
+            compute[q] = min(compute[q], sum(c.samples_per_step * n / (c.samples_per_step / (c.rate * c.goodput) + ring)
+                                             for c, n in zip(problem.candidates, x, strict=True)
+                                             if n and c.region == q))
+    return {home: {q: (r if q == home else min(r, oracle.accumulation_steps * per_step[q]
+                                                  / oracle.pair_s(lead[q], lead[home], 0)))
+                   for q, r in compute.items()}
+            for home in homes(problem, x)}
 
 
-def _asgd_egress(problem: Problem, regions: Sequence[str], home: str) -> float:
-    """A region pushes 2W at most once per push time (an upper bound on its egress)."""
+def asgd_cycle_bound_s(problem: Problem, place: str, home: str) -> float:
+    """The longest cycle a region at ``place`` can have with home ``home``: its push, or A steps of
+    the slowest candidate with an all-reduce over every node the problem allows."""
     oracle = problem.oracle
-    return sum(3600 / oracle.pair_s(q, home, 0) * 2 * oracle.payload_bytes * oracle.usd_per_byte(q, home)
-               for q in regions if q != home)
+    slowest = max(c.samples_per_step / c.rate for c in problem.candidates)
+    ring = oracle.place_s(place, problem.node_cap) if problem.node_cap > 1 else 0.0
+    return max(oracle.accumulation_steps * (slowest + ring), oracle.pair_s(place, home, 0))
 
 
-def _asgd_home(problem: Problem, x: Sequence[int]) -> tuple[str, dict[str, float]]:
-    """The home region that maximises throughput (ties: the first by name)."""
-    homes = sorted(counts_by(problem.candidates, x, "region"))
-    rates = {home: _asgd_rates(problem, x, home) for home in homes}
-    best = max(homes, key=lambda h: (sum(rates[h].values()), [-ord(ch) for ch in h]))
-    return best, rates[best]
+def asgd_push_usd_per_hour(problem: Problem, place: str, home: str) -> float:
+    """A region pushes W and pulls W at most once per cycle bound (a lower bound on its egress)."""
+    oracle = problem.oracle
+    w = oracle.payload_bytes
+    return 3600 / asgd_cycle_bound_s(problem, place, home) * w * (
+        oracle.usd_per_byte(place, home) + oracle.usd_per_byte(home, place))
+
+
+def _next_in_ring(places: Sequence[str]) -> list[tuple[str, str]]:
+    """(place, its successor) for the places in use, in ring order (none for one place)."""
+    if len(places) < 2:
+        return []
+    return [(places[j], places[(j + 1) % len(places)]) for j in range(len(places))]
 
 
 def sync_egress_usd_per_hour(problem: Problem, x: Sequence[int], rate: float) -> float:
-    """Egress of synchronisation traffic at ``rate`` samples/s (upper bounds; see the model)."""
+    """Egress of synchronisation traffic at ``rate`` samples/s (the model's; see the model)."""
     oracle = problem.oracle
-    per_region = counts_by(problem.candidates, x, "region")
-    if len(per_region) < 2:
+    per = used_places(problem, x)
+    if len(per) < 2:
         return 0.0
     k = sum(x)
     w = oracle.payload_bytes
-    m_min = problem.min_samples_per_step
-    total = 0.0
-    if oracle.strategy == "asgd-ga":
-        # the cheapest home that still reaches ``rate`` (the MIP picks the home too)
-        homes = [h for h in sorted(per_region) if sum(_asgd_rates(problem, x, h).values()) >= rate * (1 - 1e-9)]
-        homes = homes or [_asgd_home(problem, x)[0]]
-        return min(_asgd_egress(problem, sorted(per_region), h) for h in homes)
-    for q, inside in per_region.items():
-        price = max(oracle.usd_per_byte(q, other) for other in per_region if other != q)
-        if oracle.strategy == "hivemind":
-            per_sample = 2 * w * min(inside, k - inside) / oracle.samples_per_round
-        elif oracle.strategy == "allreduce":
-            per_sample = share(k) * w / (k * m_min)
-        else:
-            per_sample = 2 * w / (oracle.local_steps * k * m_min)
-        total += 3600 * rate * per_sample * price
-    return total
+    m_max = problem.max_samples_per_step
+    price = oracle.usd_per_byte
+    if oracle.strategy == "hivemind":
+        alpha = 3600 * rate * 2 * w / oracle.samples_per_round
+        return sum(alpha * c_p * sum(price(p, q) * c_q for q, c_q in per.items() if q != p) / k
+                   for p, c_p in per.items())
+    if oracle.strategy == "allreduce":
+        volume = 3600 * rate * share(k) * w / (k * m_max)
+        return sum(volume * price(a, b) for a, b in _next_in_ring(list(per)))
+    regions = used_regions(problem, x)
+    if oracle.strategy == "local-sgd":
+        # every step the nodes of a region all-reduce (a ring hop of at least W crosses from each of its
+        # zones in use to the next); every H steps the leaders do (at least W per hop); all regions step
+        # together, at least rate / (k·m_max) steps per second
+        steps = 3600 * rate * w / (k * m_max)
+        total = 0.0
+        for places in regions.values():
+            total += sum(steps * price(a, b) for a, b in _next_in_ring(places))
+        lead = region_leads(problem)
+        leaders = [lead[q] for q in regions]
+        total += sum(steps / oracle.local_steps * price(a, b) for a, b in _next_in_ring(leaders))
+        return total
+    # asgd-ga: the pushes (regions step at their own pace: their in-region traffic is left out)
+    lead = region_leads(problem)
+    best = None
+    for home in homes(problem, x):
+        pushes = sum(asgd_push_usd_per_hour(problem, lead[q], lead[home]) for q in regions if q != home)
+        best = pushes if best is None else min(best, pushes)
+    return best or 0.0
 
 
 def node_usd_per_hour(problem: Problem, x: Sequence[int]) -> float:
@@ -118,17 +226,6 @@ def node_usd_per_hour(problem: Problem, x: Sequence[int]) -> float:
 def hourly_cost(problem: Problem, x: Sequence[int], rate: float) -> float:
     """$/h of the mix when it trains ``rate`` samples/s: nodes + data egress + sync egress."""
     return node_usd_per_hour(problem, x) + sync_egress_usd_per_hour(problem, x, rate)
-
-
-def _asgd_home_points(problem: Problem, x: Sequence[int]) -> list[tuple[float, float]] | None:
-    """asgd-ga over two or more regions: (samples/s, $/h) with each region as home; its egress
-    depends on the home, not on the rate. None for any other mix."""
-    regions = sorted(counts_by(problem.candidates, x, "region"))
-    if problem.oracle.strategy != "asgd-ga" or len(regions) < 2:
-        return None
-    nodes = node_usd_per_hour(problem, x)
-    return [(sum(_asgd_rates(problem, x, home).values()), nodes + _asgd_egress(problem, regions, home))
-            for home in regions]
 
 
 def structurally_feasible(problem: Problem, x: Sequence[int]) -> bool:
@@ -166,33 +263,27 @@ def structurally_feasible(problem: Problem, x: Sequence[int]) -> bool:
     return True
 
 
-def rate_within_budget(problem: Problem, x: Sequence[int]) -> float:
-    """The highest rate ≤ throughput(x) at which the mix stays within the budget (0 if none)."""
-    top = throughput(problem, x)
-    budget = problem.limits.budget_usd_per_hour
-    if budget is None:
-        return top
-    homes = _asgd_home_points(problem, x)
-    if homes is not None:  # the fastest home the budget affords
-        return max((r for r, c in homes if c <= budget * (1 + 1e-12)), default=0.0)
-    at_zero, at_top = hourly_cost(problem, x, 0.0), hourly_cost(problem, x, top)
-    if at_top <= budget:
-        return top
-    if at_zero > budget or at_top == at_zero:
-        return 0.0
-    return top * (budget - at_zero) / (at_top - at_zero)  # the cost is linear in the rate
+@dataclass(frozen=True)
+class ModelReferee:
+    """The model's own figures for a mix at its full speed (the referee when no other is given)."""
+
+    problem: Problem
+
+    def evaluate(self, counts: tuple[int, ...]) -> Evaluation:
+        rate = throughput(self.problem, counts)
+        return Evaluation(rate, hourly_cost(self.problem, counts, rate))
 
 
-def cheapest_operating_point(problem: Problem, x: Sequence[int]) -> tuple[float, float] | None:
-    """(samples/s, $/h) at which the mix trains a sample most cheaply within the budget and at or above
-    the floor; None if it cannot. With a cost linear in the rate that is the fastest affordable rate;
-    asgd-ga compares its home regions (a slower home may push less over dear links)."""
-    floor = problem.limits.min_samples_per_s or 0.0
-    budget = problem.limits.budget_usd_per_hour
-    points = _asgd_home_points(problem, x)
-    if points is None:
-        rate = rate_within_budget(problem, x)
-        points = [(rate, hourly_cost(problem, x, rate))]
-    points = [(r, c) for r, c in points if r > 0 and r >= floor * (1 - 1e-9)
-              and (budget is None or c <= budget * (1 + 1e-12))]
-    return min(points, key=lambda p: (p[1] / p[0], -p[0]), default=None)
+def referee_of(problem: Problem):  # noqa: ANN201
+    return problem.referee if problem.referee is not None else ModelReferee(problem)
+
+
+def admissible(problem: Problem, counts: Sequence[int], evaluation: Evaluation) -> bool:
+    """Whether a mix keeps every limit by the referee's figures (budget and throughput floor)."""
+    limits = problem.limits
+    if not structurally_feasible(problem, counts) or evaluation.samples_per_s <= 0:
+        return False
+    if limits.budget_usd_per_hour is not None and evaluation.usd_per_hour > limits.budget_usd_per_hour * (1 + 1e-9):
+        return False
+    floor = limits.min_samples_per_s or 0.0
+    return evaluation.samples_per_s >= floor * (1 - 1e-9)

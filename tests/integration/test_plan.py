@@ -91,7 +91,9 @@ def test_infeasible_target_names_the_limit():
     message = str(info.value)
     assert "800 samples/s is out of reach: at most" in message
     assert "≤ 2 nodes" in message and "≤ 1 region" in message
-    assert "raise --max-nodes" in message and info.value.exit_code == 3
+    # the advice names a limit only where a mix under the raised limit is found in the explainer's time
+    # (here the cheapest 8-node mix takes the exact model about 45 s on 2 cores: not in time)
+    assert ("raise --max-nodes" in message or "widen the offer filters" in message) and info.value.exit_code == 3
     with pytest.raises(InfeasibleError) as info:
         plan_for(objective=Objective.MIN_COST, target_samples_per_s=1000, budget_usd_per_hour=0.5)
     assert "under $0.50/h" in str(info.value) and "raise --budget" in str(info.value)
@@ -268,18 +270,22 @@ def test_when_the_hivemind_ceiling_binds_the_error_says_so_and_how_large_a_batch
 
 
 def test_a_mix_the_perf_model_says_misses_the_target_is_not_planned():
-    """asgd-ga on RoBERTa-XLM: the solver's model leaves out each region's per-step all-reduce and
-    believes its mix trains 3,000 samples/s; the perf model says 68. The plan is a baseline that
-    reaches the target by the perf model; with no such baseline, no plan (exit 3)."""
+    """asgd-ga on RoBERTa-XLM: the solver's model used to leave out each region's per-step
+    all-reduce and believed its mix trained 3,000 samples/s where the perf model says 68. The plan
+    reaches the target by the perf model; where nothing does, no plan (exit 3)."""
     sync = SyncSettings(strategy=SyncStrategyName.ASGD_GA)
     plan = plan_for(objective=Objective.MIN_COST, target_samples_per_s=3000, workload="roberta-xlm", sync=sync,
                     constraints=Constraints(max_nodes_per_zone=4))
     assert plan.totals.goodput_samples_per_s >= 3000 * (1 - 1e-6)
-    assert plan.solver.status == "feasible" and any("which is planned instead" in a for a in plan.assumptions)
+    assert not any("which is planned instead" in a for a in plan.assumptions)  # the solver's own mix
+    quick = replace(FAST, time_limit_s=15)  # the baselines seed the search: a cut-short search is still sound
+    t4 = plan_for(objective=Objective.MIN_COST, target_samples_per_s=1000, workload="roberta-xlm", sync=sync,
+                  constraints=Constraints(accelerators=frozenset({"T4"}), max_nodes_per_zone=5), options=quick)
+    assert t4.totals.goodput_samples_per_s >= 1000 * (1 - 1e-6)
     with pytest.raises(InfeasibleError) as info:
-        plan_for(objective=Objective.MIN_COST, target_samples_per_s=1000, workload="roberta-xlm", sync=sync,
-                 constraints=Constraints(accelerators=frozenset({"T4"}), max_nodes_per_zone=5))
-    assert "by the perf model" in str(info.value) and info.value.exit_code == 3
+        plan_for(objective=Objective.MIN_COST, target_samples_per_s=2000, workload="roberta-xlm", sync=sync,
+                 constraints=Constraints(accelerators=frozenset({"T4"}), max_nodes_per_zone=5), options=quick)
+    assert "2,000 samples/s is out of reach" in str(info.value) and info.value.exit_code == 3
 
 
 def test_a_budget_is_kept_by_the_perf_model():

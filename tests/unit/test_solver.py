@@ -17,7 +17,8 @@ from geotrain.solver.search import NEGLIGIBLE_RATE_SHARE, Searcher
 
 @dataclass(frozen=True)
 class FakeOracle:
-    """Round terms from small tables, so that instances are easy to vary."""
+    """Round terms from small tables, so that instances are easy to vary. Places are zones
+    ``cloud/region/zone``; tables are keyed by region."""
 
     strategy: str = "hivemind"
     samples_per_round: float = 4096.0
@@ -28,22 +29,38 @@ class FakeOracle:
     inside: dict = field(default_factory=dict)  # region -> seconds per round at k nodes: a·(k−1)/k
     between: dict = field(default_factory=dict)  # (a, b) -> (seconds, per-node seconds)
     price: dict = field(default_factory=dict)  # (a, b) -> $/byte
+    cross_zone_price: float = 1e-11  # $/byte between zones of one region
 
     def overhead_s(self, k: int) -> float:
         return 0.5 + 0.1 * k
 
-    def region_s(self, region: str, k: int) -> float:
-        return self.inside.get(region, 0.2) * (k - 1) / k
+    def place_s(self, place: str, k: int) -> float:
+        return self.inside.get(region_of(place), 0.2) * (k - 1) / k
 
     def pair_s(self, a: str, b: str, k: int) -> float:
-        fixed, per = self.between.get(tuple(sorted((a, b))), (5.0, 2.0))
+        ra, rb = region_of(a), region_of(b)
+        if ra == rb:
+            return self.place_s(a, max(k, 2)) + 0.01
+        fixed, per = self.between.get(tuple(sorted((ra, rb))), (5.0, 2.0))
         return fixed + per / max(k, 1)
+
+    def broadcast_s(self, place: str) -> float:
+        return 0.05
 
     def site_s(self, site: str, inside: int, k: int) -> float | None:
         return None
 
     def usd_per_byte(self, src: str, dst: str) -> float:
-        return self.price.get((src, dst), 2e-11 if src != dst else 0.0)
+        ra, rb = region_of(src), region_of(dst)
+        if src == dst:
+            return 0.0
+        if ra == rb:
+            return self.cross_zone_price
+        return self.price.get((ra, rb), 2e-11)
+
+
+def region_of(place: str) -> str:
+    return "/".join(place.split("/")[:2])
 
 
 def candidate(key, region, price, rate, capacity=3, market="spot", zone=None, minimum=0, step=32, goodput=1.0,
@@ -65,35 +82,46 @@ def brute_force(problem: Problem):
             yield x
 
 
+def figures(problem: Problem, x):
+    return semantics.referee_of(problem).evaluate(tuple(x))
+
+
+def admissible(problem: Problem, x) -> bool:
+    return semantics.admissible(problem, x, figures(problem, x))
+
+
 def brute_min_cost(problem: Problem, target: float) -> float:
     best = math.inf
-    budget = problem.limits.budget_usd_per_hour
     for x in brute_force(problem):
-        if semantics.throughput(problem, x) >= target * (1 - 1e-9):
-            cost = semantics.hourly_cost(problem, x, target)
-            if budget is None or cost <= budget + 1e-9:
-                best = min(best, cost)
+        ev = figures(problem, x)
+        if ev.samples_per_s >= target * (1 - 1e-9) and semantics.admissible(problem, x, ev):
+            best = min(best, ev.usd_per_hour)
     return best
 
 
 def brute_min_ratio(problem: Problem) -> float:
-    """The lowest $/sample of any mix at its cheapest operating point (budget, floor, asgd-ga home)."""
+    """The lowest $/sample of any admissible mix."""
     best = math.inf
     for x in brute_force(problem):
-        point = semantics.cheapest_operating_point(problem, x)
-        if point is not None and point[0] >= negligible(problem):
-            best = min(best, point[1] / (3600 * point[0]))
+        ev = figures(problem, x)
+        if semantics.admissible(problem, x, ev) and ev.samples_per_s >= negligible(problem):
+            best = min(best, ev.usd_per_hour / (3600 * ev.samples_per_s))
     return best
 
 
 def operating_ratio(problem: Problem, counts) -> float:
-    rate, usd_per_hour = semantics.cheapest_operating_point(problem, counts)
-    return usd_per_hour / (3600 * rate)
+    ev = figures(problem, counts)
+    return ev.usd_per_hour / (3600 * ev.samples_per_s)
 
 
 def brute_max_rate(problem: Problem) -> float:
-    rates = (semantics.rate_within_budget(problem, x) for x in brute_force(problem))
+    rates = (figures(problem, x).samples_per_s for x in brute_force(problem) if admissible(problem, x))
     return max((r for r in rates if r >= negligible(problem)), default=0.0)
+
+
+def at_most(value: float, expected: float, tolerance: float) -> bool:
+    """Certified within the searcher's tolerance: no better than the optimum, at most tolerance above."""
+    return expected * (1 - 1e-9) - 1e-12 <= value <= expected * (1 + tolerance) + 1e-9
 
 
 REGIONS = ("aws/us-east-1", "gcp/europe-west3", "azure/eastus")
@@ -135,7 +163,7 @@ SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[Healt
 @SETTINGS
 @given(problem=instances(), fraction=st.floats(0.05, 1.0))
 def test_min_cost_equals_brute_force(problem, fraction):
-    top = max((semantics.throughput(problem, x) for x in brute_force(problem)), default=0.0)
+    top = max((figures(problem, x).samples_per_s for x in brute_force(problem)), default=0.0)
     target = max(top * fraction, 1e-6)
     expected = brute_min_cost(problem, target)
     result = Searcher(problem).min_cost(target)
@@ -143,10 +171,10 @@ def test_min_cost_equals_brute_force(problem, fraction):
         assert result.solution is None
         return
     assert result.solution is not None
-    assert result.usd_per_hour == pytest.approx(expected, rel=1e-6, abs=1e-9)
+    assert at_most(result.usd_per_hour, expected, 1e-3), (result.usd_per_hour, expected)
     counts = result.solution.counts
-    assert semantics.structurally_feasible(problem, counts)
-    assert semantics.throughput(problem, counts) >= target * (1 - 1e-6)
+    assert admissible(problem, counts)
+    assert figures(problem, counts).samples_per_s >= target * (1 - 1e-6)
 
 
 def assert_cheapest_per_sample(problem: Problem) -> None:
@@ -157,10 +185,8 @@ def assert_cheapest_per_sample(problem: Problem) -> None:
         assert result.solution is None
         return
     counts = result.solution.counts
-    assert semantics.structurally_feasible(problem, counts)
-    floor = problem.limits.min_samples_per_s or 0.0
-    assert semantics.cheapest_operating_point(problem, counts)[0] >= floor * (1 - 1e-6)
-    assert operating_ratio(problem, counts) == pytest.approx(expected, rel=2e-4)
+    assert admissible(problem, counts)
+    assert at_most(operating_ratio(problem, counts), expected, 3e-4), (operating_ratio(problem, counts), expected)
 
 
 @SETTINGS
@@ -178,14 +204,14 @@ def test_max_throughput_equals_brute_force(problem):
         assert result.solution is None or result.samples_per_s == pytest.approx(0, abs=1e-6)
         return
     assert result.samples_per_s == pytest.approx(expected, rel=2e-4)
-    assert semantics.structurally_feasible(problem, result.solution.counts)
+    assert admissible(problem, result.solution.counts)
 
 
 @SETTINGS
 @given(problem=instances(), fraction=st.floats(0.05, 1.0))
 def test_min_cost_by_deadline_equals_brute_force(problem, fraction):
     """min_cost_by_deadline is the cheapest $/sample among mixes that reach the deadline's rate floor."""
-    top = max((semantics.throughput(problem, x) for x in brute_force(problem)), default=0.0)
+    top = max((figures(problem, x).samples_per_s for x in brute_force(problem)), default=0.0)
     assert_cheapest_per_sample(replace(problem, limits=replace(problem.limits,
                                                                 min_samples_per_s=max(top * fraction, 1e-6))))
 
@@ -194,7 +220,7 @@ def test_min_cost_by_deadline_equals_brute_force(problem, fraction):
 @given(problem=instances(), fraction=st.floats(0.05, 0.9), bump=st.floats(1.01, 3.0),
        which=st.integers(0, 3))
 def test_raising_a_price_never_lowers_the_optimal_cost(problem, fraction, bump, which):
-    top = max((semantics.throughput(problem, x) for x in brute_force(problem)), default=0.0)
+    top = max((figures(problem, x).samples_per_s for x in brute_force(problem)), default=0.0)
     target = max(top * fraction, 1e-6)
     before = Searcher(problem).min_cost(target)
     cands = list(problem.candidates)
