@@ -52,6 +52,7 @@ from geotrain.procs import environ_has
 from geotrain.providers.base import NodeInfo, NodeProcess, NodeState, Provider
 
 PEER_LOST = 75
+LOSS_SETTLE_S = 5.0  # how long a worker failure waits for the provider to record a lost node (loaded machines)
 COST_REFRESH_S = 0.5  # how often the run's cost is taken while it trains
 SPEND_WINDOW_S = 5.0  # the spend rate is the cost's rise over this window (bytes reach the ledger in bursts)
 MAX_PROVISION_ROUNDS = 8  # launch, fail, re-plan: rounds before a generation starts with what is up
@@ -377,8 +378,11 @@ class Launcher:
             if failed or now - last_list > 0.5:
                 last_list = now
                 lost = self._lost(members)
-                if failed and not lost:  # the provider may record a preemption a moment after the kill
-                    time.sleep(0.3)
+                # the provider may record a preemption a while after the kill (its peers fail first): a
+                # worker failure counts against the restart budget only if no node is lost meanwhile
+                settle = now + LOSS_SETTLE_S
+                while failed and not lost and time.monotonic() < settle:
+                    time.sleep(0.1)
                     lost = self._lost(members)
                 if lost:
                     self._kill_workers(grace_s=2.0)

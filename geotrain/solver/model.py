@@ -201,6 +201,10 @@ class TargetModel:
         return Solution(status, counts, evaluation.usd_per_hour, low, wall, iterations, target,
                         samples_per_s=evaluation.samples_per_s)
 
+    def known(self) -> list[Evaluation]:
+        """Every mix evaluated so far that keeps the limits (baselines, solutions, mixes cut off)."""
+        return [e for counts, e in self._evaluations.items() if semantics.admissible(self.problem, counts, e)]
+
     def _known_best(self, target: float) -> tuple[tuple[int, ...], Evaluation] | None:
         """The cheapest mix evaluated so far (by an earlier solve, or a baseline handed to
         :meth:`evaluate`) that reaches ``target`` and keeps the limits: every solve starts from it, and

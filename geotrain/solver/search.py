@@ -238,7 +238,7 @@ class Searcher:
             consider(self.solve_at(self.evaluate(x).samples_per_s))
 
     def frontier(self, points: int = 6) -> tuple[tuple[float, float], ...]:
-        """A few (samples/s, $/h) points of the cost/throughput trade-off."""
+        """A few (samples/s, $/h) points of the cost/throughput trade-off, within the time left."""
         low, high = self.lower_rate(), self.upper_rate()
         best_high = None
         solution = self.solve_at(high)
@@ -256,8 +256,14 @@ class Searcher:
             return ()
         out = []
         for j in range(points):
+            if self.out_of_time():  # bounded work: the points found so far
+                break
             t = low * (best_high / low) ** (j / max(1, points - 1))
             found = self.solve_at(t)
             if found.found:
                 out.append((self.throughput(found), found.usd_per_hour))
-        return tuple(sorted(set(out)))
+        # with every mix evaluated on the way (baselines, the plan, mixes the solves cut off): the points
+        # that nothing else beats on both samples/s and $/h
+        out += [(e.samples_per_s, e.usd_per_hour) for e in self.model.known()]
+        return tuple(sorted({(r, c) for r, c in out
+                             if not any(r2 >= r and c2 <= c and (r2, c2) != (r, c) for r2, c2 in out)}))

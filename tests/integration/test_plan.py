@@ -274,11 +274,11 @@ def test_a_mix_the_perf_model_says_misses_the_target_is_not_planned():
     all-reduce and believed its mix trained 3,000 samples/s where the perf model says 68. The plan
     reaches the target by the perf model; where nothing does, no plan (exit 3)."""
     sync = SyncSettings(strategy=SyncStrategyName.ASGD_GA)
+    quick = replace(FAST, time_limit_s=15)  # the baselines seed the search: a cut-short search is still sound
     plan = plan_for(objective=Objective.MIN_COST, target_samples_per_s=3000, workload="roberta-xlm", sync=sync,
-                    constraints=Constraints(max_nodes_per_zone=4))
+                    constraints=Constraints(max_nodes_per_zone=4), options=quick)
     assert plan.totals.goodput_samples_per_s >= 3000 * (1 - 1e-6)
     assert not any("which is planned instead" in a for a in plan.assumptions)  # the solver's own mix
-    quick = replace(FAST, time_limit_s=15)  # the baselines seed the search: a cut-short search is still sound
     t4 = plan_for(objective=Objective.MIN_COST, target_samples_per_s=1000, workload="roberta-xlm", sync=sync,
                   constraints=Constraints(accelerators=frozenset({"T4"}), max_nodes_per_zone=5), options=quick)
     assert t4.totals.goodput_samples_per_s >= 1000 * (1 - 1e-6)
@@ -307,7 +307,7 @@ def test_the_plan_reports_all_the_time_planning_took(tmp_path):
 
 
 def test_max_gpus_per_zone_counts_accelerators_whatever_the_node_sizes():
-    plan = plan_for(objective=Objective.MIN_COST, target_samples_per_s=500,
+    plan = plan_for(objective=Objective.MIN_COST, target_samples_per_s=500, options=replace(FAST, time_limit_s=15),
                     constraints=Constraints(accelerators=frozenset({"T4"}), max_gpus_per_zone=8))
     gpus: dict[str, int] = {}
     for item in plan.items:
