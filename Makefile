@@ -45,6 +45,7 @@ data: $(VENV)/.demo-installed
 	$(BIN)/python scripts/build_network_data.py
 	$(BIN)/python scripts/calibrate_perf.py
 	$(BIN)/python scripts/derive_gpu_ratios.py
+	$(BIN)/python scripts/derive_gpu_memory.py
 	$(BIN)/python scripts/build_capacity.py
 
 $(BIN)/python:

@@ -41,6 +41,12 @@ A job spec says what to train, what to optimise and within which limits::
       reads_per_sample: 1                # share of trained samples fetched from there
                                          # (1: streamed every epoch; 0.1: cached after 1 of 10)
     checkpoint_url: s3://my-bucket/convnext-spot
+    model:                               # only for a workload of your own (workload: its name)
+      parameters: 1.3B                   #   a number, or a size: 350M, 1.3B, 7B
+      kind: nlp                          #   cv | nlp (which measured accelerator ratios apply)
+      samples_per_step: 8                #   micro-batch on one accelerator
+      state_bytes_per_parameter: 16      #   weights + gradients + optimizer state (16: mixed-precision Adam)
+      activation_mib_per_sample: 0       #   activation memory; 0 = unknown, not counted in the fit check
 
 Every problem raises :class:`~geotrain.errors.JobSpecError` naming the field, e.g.
 ``job.yaml: constraints.max_regions: must be a whole number >= 1, got 0``.
@@ -48,12 +54,13 @@ Every problem raises :class:`~geotrain.errors.JobSpecError` naming the field, e.
 
 from __future__ import annotations
 
+import re
 from dataclasses import fields as dataclass_fields
 from dataclasses import replace
 from pathlib import Path
 
 from geotrain.domain import (
-    PRECISIONS, Constraints, Continent, DatasetSpec, JobSpec, Objective, SyncSettings, SyncStrategyName,
+    PRECISIONS, Constraints, Continent, DatasetSpec, JobSpec, ModelSpec, Objective, SyncSettings, SyncStrategyName,
 )
 from geotrain.errors import JobSpecError
 from geotrain.specfile import Fields, load_yaml_mapping
@@ -95,12 +102,13 @@ def parse_job_spec(fields: Fields, *, base_dir: Path) -> JobSpec:
         constraints = replace(constraints, onprem_required=True)
     dataset = _dataset(fields.section("dataset"))
     checkpoint_url = fields.text("checkpoint_url", None)
+    model = _model(fields.section("model"))
     fields.finish()
     return JobSpec(
         name=name, workload=workload, objective=objective, sync=sync,
         target_samples_per_s=target, budget_usd_per_hour=budget, total_samples=total,
         deadline_h=deadline, constraints=constraints, onprem_inventory=inventory,
-        dataset=dataset, checkpoint_url=checkpoint_url,
+        dataset=dataset, checkpoint_url=checkpoint_url, model=model,
     )
 
 
@@ -229,6 +237,35 @@ def _dataset(fields: Fields | None) -> DatasetSpec | None:
 
 
 
+_SIZE_SUFFIX = {"k": 10**3, "m": 10**6, "b": 10**9, "t": 10**12}
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmbt])\s*$", re.IGNORECASE)
+
+
+def _model(fields: Fields | None) -> ModelSpec | None:
+    """The ``model`` section: ``parameters`` as a number or a Hugging Face-style size ("1.3B", "350M")."""
+    if fields is None:
+        return None
+    raw = fields.value("parameters")
+    if isinstance(raw, str):
+        match = _SIZE.match(raw)
+        if match is None:
+            raise fields.fail("parameters", f"{raw!r} is neither a number nor a size like 1.3B or 350M")
+        parameters = int(round(float(match.group(1)) * _SIZE_SUFFIX[match.group(2).lower()]))
+    else:
+        parameters = fields.whole("parameters", minimum=1)
+    if parameters < 1:
+        raise fields.fail("parameters", "must be at least 1")
+    out = ModelSpec(
+        parameters=parameters,
+        kind=fields.choice("kind", ("cv", "nlp")),
+        samples_per_step=fields.whole("samples_per_step", minimum=1, maximum=10**7),
+        state_bytes_per_parameter=fields.number("state_bytes_per_parameter", 16.0, above=0, maximum=1024),
+        activation_mib_per_sample=fields.number("activation_mib_per_sample", 0.0, minimum=0, maximum=10**7),
+    )
+    fields.finish()
+    return out
+
+
 def job_to_mapping(job: JobSpec) -> dict:
     """The job spec in the file's own form (``parse_job_spec`` reads it back)."""
     c = job.constraints
@@ -254,5 +291,11 @@ def job_to_mapping(job: JobSpec) -> dict:
             "samples": job.dataset.samples, "reads_per_sample": job.dataset.reads_per_sample,
         },
         "checkpoint_url": job.checkpoint_url,
+        "model": None if job.model is None else {
+            "parameters": job.model.parameters, "kind": job.model.kind,
+            "samples_per_step": job.model.samples_per_step,
+            "state_bytes_per_parameter": job.model.state_bytes_per_parameter,
+            "activation_mib_per_sample": job.model.activation_mib_per_sample,
+        },
     }
     return {k: v for k, v in out.items() if v is not None}

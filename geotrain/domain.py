@@ -248,6 +248,20 @@ class NodeGroup:
 
 
 @dataclass(frozen=True, slots=True)
+class ModelSpec:
+    """A workload the user defines in the job spec (its ``model`` section), for the perf model and the
+    GPU-memory fit check (``geotrain.perf.memory``): parameters, kind (``cv`` or ``nlp``, for the
+    accelerator ratios), samples per step on one accelerator, and what a replica keeps per parameter
+    and per sample."""
+
+    parameters: int
+    kind: str
+    samples_per_step: int
+    state_bytes_per_parameter: float = 16.0
+    activation_mib_per_sample: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
 class DatasetSpec:
     """Where a job's training data lives, and how often nodes fetch it from there.
 
@@ -306,6 +320,7 @@ class JobSpec:
     onprem_inventory: str | None = None  # path to an inventory file
     dataset: DatasetSpec | None = None
     checkpoint_url: str | None = None
+    model: ModelSpec | None = None  # the workload's definition, when it is the user's own
 
     @property
     def strategy(self) -> SyncStrategyName:

@@ -172,6 +172,10 @@ class Fields:
             raise self.fail(key, f"must be a mapping of field: value, got {type(value).__name__}")
         return value
 
+    def value(self, key: str) -> Any:
+        """A required field as it is (for fields that take several forms, read by the caller)."""
+        return self._get(key, _MISSING)
+
     def keys(self) -> list:
         """The keys present in this mapping (for sections whose keys are data, such as quotas)."""
         return list(self._data)

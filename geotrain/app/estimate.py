@@ -13,6 +13,7 @@ from geotrain.perf.describe import bottleneck_words
 from geotrain.perf.host import LocalHost
 from geotrain.perf.model import Estimate, PerfModel
 from geotrain.perf.network import NetworkModel
+from geotrain.perf.memory import MemoryTable, misfit
 from geotrain.perf.rates import RateTable
 from geotrain.perf.workloads import WorkloadRegistry
 from geotrain.planning.planner import site_placements
@@ -71,6 +72,12 @@ def estimate(request: EstimateRequest) -> EstimateResult:
     if inventory is not None:
         offers += offers_from_table(inventory_table(inventory))
     groups = resolve_nodes(requests, offers)
+    table = MemoryTable.bundled()
+    for group in groups:  # a node that cannot hold the model trains nothing: say so instead of a figure
+        reason = misfit(workload, group.offer.shape.accelerator, table)
+        if reason is not None:
+            raise InputError(f"--nodes: {group.offer.offer_id}: {reason}; choose nodes with larger GPUs, or "
+                             "give the workload's state_bytes_per_parameter if its optimizer keeps less")
     result = build_model(request, inventory).predict(workload, groups, request.sync)
     return EstimateResult(result, bottleneck_words(result))
 

@@ -6,7 +6,8 @@ A workload has a parameter count (what travels on every synchronisation), a kind
 strategy sends in: :data:`BYTES_PER_PARAMETER`.
 
 Built-in workloads are in ``perf/data/workloads.csv``; users add or override them with a CSV file of
-the same columns (``name,parameters,kind,samples_per_step[,description,source]``).
+the same columns (``name,parameters,kind,samples_per_step[,description,source,state_bytes_per_parameter,
+activation_mib_per_sample]``; the last two feed the GPU-memory fit check, :mod:`geotrain.perf.memory`).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from geotrain.domain import JobSpec
 from geotrain.errors import InputError, NotFoundError
 from geotrain.perf.data import data_text
 from geotrain.specfile import read_text
@@ -35,6 +37,8 @@ class Workload:
     samples_per_step: int  # micro-batch on one accelerator
     description: str = ""
     source: str = ""
+    state_bytes_per_parameter: float = 16.0  # weights, gradients, optimizer state (mixed-precision Adam)
+    activation_mib_per_sample: float = 0.0  # 0: not known, activations are not counted (perf.memory)
 
     def wire_bytes(self, precision: str) -> float:
         """Bytes of one full copy of the parameters (or gradients) in ``precision``."""
@@ -56,6 +60,14 @@ class WorkloadRegistry:
         """A registry where the file's workloads are added, replacing same-named ones."""
         extra = _parse(read_text(Path(path), InputError), str(path))
         return WorkloadRegistry([*self._by_name.values(), *extra])
+
+    def for_job(self, job: JobSpec) -> Workload:
+        """The job's workload: its own definition (the spec's ``model`` section) or the registry's."""
+        if job.model is None:
+            return self.get(job.workload)
+        m = job.model
+        return Workload(job.workload, m.parameters, m.kind, m.samples_per_step, "defined in the job spec",
+                        "job spec", m.state_bytes_per_parameter, m.activation_mib_per_sample)
 
     def names(self) -> list[str]:
         return sorted(self._by_name)
@@ -88,6 +100,17 @@ def _parse(text: str, origin: str) -> list[Workload]:
             raise InputError(f"{origin}: line {line}: parameters and samples_per_step must be above 0")
         if row["kind"] not in KINDS:
             raise InputError(f"{origin}: line {line}, column kind: {row['kind']!r} is not one of {', '.join(KINDS)}")
+        memory = {}
+        for column in ("state_bytes_per_parameter", "activation_mib_per_sample"):
+            text = (row.get(column) or "").strip()
+            if not text:
+                continue
+            try:
+                memory[column] = float(text)
+            except ValueError:
+                raise InputError(f"{origin}: line {line}, column {column}: {text!r} is not a number") from None
+            if memory[column] < 0 or memory[column] != memory[column]:
+                raise InputError(f"{origin}: line {line}, column {column}: must be 0 or more")
         out.append(Workload(row["name"].strip(), parameters, row["kind"], per_step,
-                            row.get("description") or "", row.get("source") or origin))
+                            row.get("description") or "", row.get("source") or origin, **memory))
     return out

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 from geotrain.domain import CLOUD_ONPREM, JobSpec, Market, Offer, SyncStrategyName
 from geotrain.errors import NotFoundError
+from geotrain.perf.memory import MemoryTable, misfit
 from geotrain.perf.model import DataSource, PerfModel, bundled_fit, samples_per_step
 from geotrain.perf.workloads import Workload
 from geotrain.solver.problem import Candidate
@@ -94,6 +95,7 @@ def build_candidates(offers: Sequence[Offer], *, job: JobSpec, workload: Workloa
     # largest mix, conservative for smaller ones; the perf model prices the chosen mix exactly)
     share = perf.host_share(node_cap)
     cands, by_key = [], {}
+    memory = MemoryTable.bundled()
     skipped: dict[str, int] = defaultdict(int)
     considered = 0
     for offer in offers:
@@ -102,6 +104,10 @@ def build_candidates(offers: Sequence[Offer], *, job: JobSpec, workload: Workloa
             continue
         considered += 1
         shape = offer.shape
+        too_small = misfit(workload, shape.accelerator, memory)
+        if too_small is not None and offer.offer_id not in keep:
+            skipped[too_small] += 1
+            continue
         try:
             rate = perf.rates.node_rate(workload, shape.accelerator, shape.accelerator_count)
         except NotFoundError:

@@ -212,7 +212,7 @@ def build_context(job: JobSpec, snapshot: PriceSnapshot, *, inventory: Inventory
                   perf: PerfModel | None = None, registry: WorkloadRegistry | None = None,
                   options: PlanOptions = PlanOptions()) -> PlanningContext:
     registry = registry or WorkloadRegistry.bundled()
-    workload = registry.get(job.workload)
+    workload = registry.for_job(job)
     offers: list[Offer] = list(snapshot.offers())
     sites = {}
     if inventory is not None:

@@ -169,7 +169,7 @@ def _local_basis(plan: Plan) -> str:
     from geotrain.perf.rates import RateTable
     from geotrain.perf.workloads import WorkloadRegistry
 
-    rate = RateTable.bundled().node_rate(WorkloadRegistry.bundled().get(plan.job.workload), None, 1)
+    rate = RateTable.bundled().node_rate(WorkloadRegistry.bundled().for_job(plan.job), None, 1)
     cores = LocalHost.measured().cores
     shared = f", {plan.nodes} nodes sharing {cores} cores" if plan.nodes > cores else ""
     return (f"the prediction rests on {plan.job.workload}'s CPU rate of {rate.samples_per_s:,.0f} samples/s on one "

@@ -57,3 +57,18 @@ def test_bad_nodes_exit_2_with_one_line():
     result = runner.invoke(app, ["estimate", "--workload", "convnext-large", "--nodes", "aws/us-west-2c/g4dn.2xlarge=4"])
     assert result.exit_code == 2 and len(result.stderr.strip().splitlines()) == 1
     assert "give the region us-west-2" in result.stderr and "usw2-az1" in result.stderr
+
+
+def test_a_node_too_small_for_the_model_is_refused_with_the_memory_it_needs(tmp_path):
+    workloads = tmp_path / "workloads.csv"
+    workloads.write_text("name,parameters,kind,samples_per_step\nllm-1.3b,1300000000,nlp,8\n", encoding="utf-8")
+    result = runner.invoke(app, ["estimate", "--workload", "llm-1.3b", "--workloads", str(workloads),
+                                 "--nodes", "aws/us-west-2/g4dn.xlarge=2"])
+    assert result.exit_code == 2, result.output
+    assert "llm-1.3b needs 19.4 GiB per GPU" in result.output and "T4 has 16.0 GiB" in result.output
+    assert "Traceback" not in result.output
+    rates = tmp_path / "rates.csv"
+    rates.write_text("workload,accelerator,samples_per_s\nllm-1.3b,A100,100\n", encoding="utf-8")
+    fits = runner.invoke(app, ["estimate", "--workload", "llm-1.3b", "--workloads", str(workloads),
+                               "--rates", str(rates), "--nodes", "aws/us-east-1/p4d.24xlarge=1"])
+    assert fits.exit_code == 0, fits.output
