@@ -52,7 +52,7 @@ class PlanOptions:
     tolerance: float = 1e-3
     frontier_points: int = 6
     time_limit_s: float = 60.0  # for one objective's search
-    frontier_time_limit_s: float = 5.0  # the frontier is a sketch: bounded work
+    frontier_time_limit_s: float = 3.0  # the frontier is a sketch: bounded work
     blocked: frozenset[str] = frozenset()  # zone/region scopes or offer ids not to use
     keep: dict[str, int] = field(default_factory=dict)  # offer id -> nodes that must stay (re-planning)
     unknown_interruptions_per_hour: float | None = None  # default: median of the snapshot's known spot rates

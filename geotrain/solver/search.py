@@ -14,6 +14,9 @@ decrease with ``t``: a higher target shrinks the feasible set and raises the egr
     at least ``f̲(a)`` (the certified lower bound of the solve at ``a``), so ``f̲(a)/(3600·b)`` bounds
     the interval from below; solving at the interval's geometric middle gives a mix (an upper bound)
     and splits it. Stops when no interval's bound is below the best ratio by more than ``tolerance``.
+    The first interval runs from the floor (or a thousandth of the slowest node's rate, below which
+    no mix is worth training on) to the upper bound on the rate: a mix can train slower than any of
+    its nodes alone.
 
 (d) ``min_cost_by_deadline(N, D)``: the same as (c) with the floor ``t ≥ N / (3600·D)``; the total
     is ``N`` times the cost per sample.
@@ -201,11 +204,19 @@ class Searcher:
         first = self.first_feasible()
         if not first.found:
             return self._result("min_cost_per_sample", None, 0.0, start)
-        low = first.target_samples_per_s
         consider(first)
         self._try_best_single(consider)
+        # a mix may train slower than half its slowest node (a slow WAN link): the intervals start at the
+        # floor, or where no mix is worth training on
+        slowest = min(c.rate * c.goodput for c in self.problem.candidates)
+        bottom = max(self.problem.limits.min_samples_per_s or 0.0, slowest * NEGLIGIBLE_RATE_SHARE)
+        base = first if first.target_samples_per_s <= bottom else self.solve_at(bottom)
+        if not base.found:  # cut short: the search covers what it could
+            base = first
+        low = base.target_samples_per_s
+        consider(base)
         floor = self.ratio_floor
-        heap = [(max(floor(low), first.bound_usd_per_hour / (3600 * high)), low, high, first.bound_usd_per_hour)]
+        heap = [(max(floor(low), base.bound_usd_per_hour / (3600 * high)), low, high, base.bound_usd_per_hour)]
         settled = math.inf  # lower bound of intervals too narrow to split
         while heap and heap[0][0] < best_ratio * (1 - self.tolerance) and not self.out_of_time():
             bound, a, b, f_a = heapq.heappop(heap)
