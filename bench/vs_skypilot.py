@@ -76,7 +76,8 @@ def target_of(choice: dict, workload: str) -> tuple[float, float, str]:
 
 def geotrain(acc: str, target: float, nodes: int, spot: bool, workload: str) -> tuple[float, float, str, int]:
     cmd = [str(ROOT / ".venv/bin/geotrain"), "plan", "--workload", workload, "--accelerators", acc,
-           "--target-sps", f"{math.floor(target * 10) / 10:.1f}",  # never above what SkyPilot's choice trains "--max-nodes", str(max(64, nodes)), "--json"]
+           "--target-sps", f"{math.floor(target * 10) / 10:.1f}",  # never above what SkyPilot's choice trains
+           "--max-nodes", str(max(64, nodes)), "--json"]
     if spot:
         cmd.append("--spot-only")
     return timed(cmd)
