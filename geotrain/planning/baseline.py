@@ -18,7 +18,7 @@ from collections import defaultdict
 from dataclasses import dataclass, replace
 
 from geotrain.domain import BASELINE_WORDS, Baseline, BaselineKind, NodeGroup, Objective
-from geotrain.planning.planner import PlanningContext, keeps_the_goal, predict_groups, totals_of
+from geotrain.planning.planner import PlanningContext, estimate_of, keeps_the_goal, totals_of
 from geotrain.solver import semantics
 
 EVALUATED_PER_KIND = 8  # options of each kind evaluated with the perf model
@@ -129,7 +129,7 @@ def _best(ctx: PlanningContext, options: list[_Option | None]) -> Baseline | Non
     best, best_score = None, None
     for option in feasible[:EVALUATED_PER_KIND]:
         groups = [NodeGroup(ctx.candidates.offers[ctx.problem.candidates[i].key], n) for i, n in option.counts]
-        estimate = predict_groups(ctx, groups)
+        estimate = estimate_of(ctx, groups)
         rate = totals_of(ctx, groups, estimate).goodput_samples_per_s
         if not keeps_the_goal(ctx, rate, estimate.usd_per_hour):
             continue

@@ -139,7 +139,7 @@ def baseline_if_better(ctx: PlanningContext, groups: list[NodeGroup], estimate: 
         return None  # nodes that must stay (kept, or on-prem machines that must be used): not a baseline's
     job = ctx.job
     base_groups = list(baseline.groups)
-    base = predict_groups(ctx, base_groups)
+    base = estimate_of(ctx, base_groups)
     mine, theirs = totals_of(ctx, groups, estimate), totals_of(ctx, base_groups, base)
     if not keeps_the_goal(ctx, theirs.goodput_samples_per_s, base.usd_per_hour):
         return None
@@ -195,6 +195,12 @@ def counts_of(ctx: PlanningContext, groups: Sequence[NodeGroup]) -> tuple[int, .
     for g in groups:
         counts[index[g.offer.offer_id]] += g.count
     return tuple(counts)
+
+
+def estimate_of(ctx: PlanningContext, groups: Sequence[NodeGroup]) -> Estimate:
+    """The referee's figures for groups of the candidates (cached: a baseline is evaluated once for
+    the baselines, the search's start and the fallback)."""
+    return ctx.problem.referee.estimate(counts_of(ctx, groups))
 
 
 def baselines_for(ctx: PlanningContext) -> tuple[tuple[Baseline, ...], tuple[tuple[BaselineKind, str], ...]]:

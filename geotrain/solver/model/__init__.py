@@ -1,0 +1,276 @@
+r"""The mixed-integer model: the cheapest mix of nodes that trains at least ``t`` samples/s.
+
+Sets and data
+-------------
+``i ∈ I`` candidates (offers) with price ``p_i`` ($/h), data egress ``d_i`` ($/h), rate ``s_i``
+(samples/s alone), goodput ``g_i``, micro-batch ``m_i``, capacity ``U_i``, minimum ``L_i``;
+``p ∈ P`` places (a zone; a region for region-wide offers; an on-prem site), in ring order, each in
+one region ``r(p)``; ``k ∈ {1..N}`` node counts (``N`` = max nodes). The oracle gives the round's
+overhead ``A_k`` and communication terms: ``ρ_p(k)`` inside place p, ``π_{pp'}(k)`` between two
+places, ``σ_{s,m}(k)`` for an on-prem site holding m nodes, ``β_p`` a broadcast inside p; and prices
+``c_{pp'}`` ($/byte, both sides of a transfer). ``S`` = samples per round (hivemind), ``e`` = Hivemind
+efficiency, ``W`` = payload bytes, ``H``/``A`` = local / accumulation steps, ``m̄ = max_i m_i``,
+``τ_min = min_i m_i/s_i``, ``v(k) = 2(k−1)/k``; ``C_p = Σ_{i∈p} x_i``, ``n = Σ_i x_i``.
+
+Variables
+---------
+``x_i ∈ {L_i..U_i}``; ``w_k ∈ {0,1}``: exactly k nodes; ``y_p ∈ {0,1}``: place p used (``Y_r`` for a
+region); ``E_p ≥ 0``: sync egress $/h leaving p; strategy auxiliaries below.
+
+Constraints (all strategies)
+----------------------------
+::
+
+    Σ_k w_k = 1,   n = Σ_k k·w_k                                          node count
+    y_p ≤ C_p ≤ U_p·y_p;   Y_r ≥ y_p (p ∈ r), Y_r ≤ Σ_{p∈r} y_p;   Σ_r Y_r ≤ max_regions
+    C_p ≤ max_per_zone,   C_p ≤ share_z·n                               correlated-preemption hedge
+    Σ_{spot} x_i ≤ share_spot·n,   Σ_{i∈scope} acc_i·x_i ≤ quota          spot share, quotas
+    Σ_{i∈pool} acc_i·x_i ≤ cap_pool,   Σ_{i∈z} acc_i·x_i ≤ max_gpus_per_zone   capacity pools, GPUs
+    Σ_i (p_i + d_i)·x_i + Σ_p E_p ≤ budget
+
+Throughput ≥ t
+--------------
+*hivemind* — with ``R = Σ_i s_i g_i x_i`` and ``c(k, τ) = S·t / (e·(S − t·(A_k + τ)))``::
+
+    R ≥ t·w_1;   R ≥ Σ_{k≥2} w_k·c(k, 0)
+    R ≥ Σ_{k≥2} w_k·c(k, ρ_p(k))        − M·(1 − y_p)                 each place used
+    R ≥ Σ_{k≥2} w_k·c(k, π_{pp'}(k))    − M·(2 − y_p − y_p')            each pair used
+    R ≥ Σ_{k≥2} w_k·c(k, σ_{s,m}(k))    − M·(1 − u_{s,m})               on-prem site s holding m
+
+so ``T = A_k + max(active terms)`` and ``S/(S/(eR) + T) ≥ t``.
+
+*allreduce* — ``G = Σ_i m_i g_i x_i``, ``τ`` the slowest step in use (one-hot levels), ``T ≥`` every
+active ``ρ_p(k)`` and ``π_{pp'}(k)``::
+
+    G ≥ t·(τ + T)
+
+*local-sgd* — per round: H steps, each the slowest node's step or, in a region of ``n_r ≥ 2`` nodes,
+``τ_min`` plus its all-reduce ``ρ_r(n_r)``; then the leaders' ring ``π_{rr'}(R)`` over the R regions
+in use; then a broadcast ``β_r`` in each region of two or more nodes::
+
+    H·G ≥ t·(H·T_loc + T_wan + B),   T_loc ≥ τ,   T_loc ≥ τ_min + Σ_m u_{r,m}·ρ_r(m),
+    T_wan ≥ Σ_R v_R·π_{rr'}(R) − M(2 − Y_r − Y_r'),   B ≥ β_r·Σ_{m≥2} u_{r,m}
+
+(``u_{r,m}``: region r holds m nodes; ``v_R``: R regions in use). Before a region's ``u`` exist, the
+linear under-estimates ``ρ_r(2)·(C_r − 1)/(U_r − 1)`` and ``β_r·(C_r − 1)/(U_r − 1)`` stand in, and
+with ``z_r ∈ {0,1}``, ``C_r ≤ 1 + (U_r − 1)·z_r`` (z_r = 1 once r holds two nodes; ρ grows with the
+count): ``T_loc ≥ (τ_min + ρ_r(2))·z_r``, ``B ≥ β_r·z_r``.
+
+*asgd-ga* — ``X_r ≥ 0`` per region, home ``h_r`` (``Σ h_r = 1``, ``h_r ≤ Y_r``) the region with the
+most raw compute ``Π_r = Σ_{i∈r} s_i x_i`` (``Π* ≥ Π_r``, ``Π_r ≥ Π* − M(1 − h_r)``)::
+
+    X_r ≤ Σ_{i∈r} s_i g_i x_i,   X_r ≤ M·Y_r,   X_r ≤ A·Σ_{i∈r} m_i x_i / π_{rr'} + M(1 − h_{r'}),   Σ_r X_r ≥ t
+    X_r ≤ Σ_{i∈r} x_i·m_i / (m_i/(s_i g_i) + ρ_r(2)) + max_{i∈r} s_i g_i·(1 − z_r)   (z_r as for local-sgd:
+    with two or more nodes every step waits for r's all-reduce)
+
+Sync egress (the mix trains ``t`` samples/s)
+--------------------------------------------
+*hivemind*: the nodes of p send ``2W/n`` to every node elsewhere per round, ``t/S`` rounds per
+second: ``E_p = α·C_p·D_p/n`` with ``α = 3600·t·2W/S`` and ``D_p = Σ_{p'≠p} c_{pp'}·C_{p'}``. With
+``u_{p,m}`` (p holds m nodes): ``F_p ≥ m·α·D_p − M(1 − u_{p,m})`` and
+``E_p ≥ F_p/k − M(1 − w_k)``, exact. Before p's ``u`` exist:
+``E_p ≥ ½·α·min_{p'} c_{pp'}·b_p`` with ``b_p ≥ min(C_p, n − C_p)`` (one binary), because
+``C(n−C)/n ≥ min(C, n−C)/2``.
+*allreduce*: each place in use sends one ring hop ``v(n)·W`` per step to the next place in use, at
+least ``t/(n·m̄)`` steps per second::
+
+    E_p ≥ c_{pp'}·Σ_k w_k·3600·t·v(k)·W/(k·m̄) − M·(2 − y_p − y_p' + Σ_{p'' between p and p'} y_p'')
+
+and, before those rows exist, the cheapest ``c_{pp'}`` once two places are used.
+*local-sgd*: the same shape with ``W`` per hop (``v ≥ 1``): hops between zones of one region every
+step, hops between the leaders' regions every H steps.
+*asgd-ga*: a region pushes W and pulls W at most once per its longest cycle
+``Γ_{rh} = max(A·(max_i m_i/s_i + ρ_r(N)), π_{rh})``:
+``E_r ≥ 3600·W·(c_{rh} + c_{hr})/Γ_{rh} − M(2 − Y_r − h_h)``.
+
+Objective
+---------
+``min Σ_i (p_i + d_i)·x_i + Σ_p E_p``  ($/h at the target rate).
+
+The model is a relaxation of the referee's figures (``geotrain.solver.semantics``): every row says
+at most what the perf model says of throughput and at least nothing more of cost. Rows that depend
+on the places a mix uses (pairs, next-place egress, per-place counts) are added lazily: the model
+starts with their valid under-estimates, and after each solve the rows of the places the solution
+uses are added, until the solution's own rows are all present. Then the referee evaluates it: if the
+best mix the referee accepts costs within ``tolerance`` of the MIP's bound, it is optimal for the
+referee (no mix it accepts costs less); otherwise the mix is cut off (a no-good cut on its counts)
+and the MIP is solved again. ``geotrain.solver.semantics`` evaluates the converged model for one count vector.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from itertools import combinations
+
+from geotrain.errors import InputError
+from geotrain.solver import semantics, units
+from geotrain.solver.problem import Evaluation, Problem, place_order
+from geotrain.solver.result import Solution, SolveStatus
+from geotrain.solver.model.rows import Builder, Lazy
+from geotrain.solver.tables import Tables
+
+BACKENDS = ("CBC", "SCIP")
+DEFAULT_TOLERANCE = 1e-3
+MAX_CUTS = 40  # no-good cuts per target before the best mix found is returned uncertified
+
+@dataclass
+class TargetModel:
+    """Solves ``min $/h s.t. throughput ≥ t`` for one problem, for any number of targets."""
+
+    problem: Problem
+    backend: str = "CBC"
+    time_limit_s: float = 30.0
+    tolerance: float = DEFAULT_TOLERANCE
+    lazy: Lazy = field(default_factory=Lazy)
+
+    def __post_init__(self) -> None:
+        self.tables = Tables(self.problem)
+        self.referee = semantics.referee_of(self.problem)
+        self._evaluations: dict[tuple[int, ...], Evaluation] = {}
+
+    def evaluate(self, counts: tuple[int, ...]) -> Evaluation:
+        if counts not in self._evaluations:
+            self._evaluations[counts] = self.referee.evaluate(counts)
+        return self._evaluations[counts]
+
+    def solve(self, target: float) -> Solution:
+        """The cheapest mix by the referee that trains ``target`` samples/s and keeps the limits."""
+        start = time.perf_counter()
+        deadline = start + self.time_limit_s
+        backend, iterations = self.backend, 0
+        cuts: list[tuple[int, ...]] = []
+        best = self._known_best(target)
+        bound = 0.0  # a lower bound on the $/h of every admissible mix not cut off yet
+        proven = False  # the bound covers every admissible mix
+        failure: SolveStatus | None = None
+        while True:
+            iterations += 1
+            left = max(1.0, deadline - time.perf_counter())
+            cutoff = best[1].usd_per_hour * (1 - self.tolerance) if best is not None else None
+            found, counts, mip_bound = self._solve_once(target, left, backend, cuts, cutoff)
+            if found is SolveStatus.INFEASIBLE:  # nothing left: the best mix found is the optimum
+                proven = True
+                break
+            if counts is None:  # time limit or error without a mix
+                failure = found
+                break
+            bound = max(bound, mip_bound if mip_bound is not None else 0.0)
+            if self._refine(counts):
+                continue
+            if not self._meets(counts, target):
+                # a back end returned a mix that breaks the model (seen with CBC on rare instances):
+                # solve this target again with the other back end; if that fails too, report an error
+                other = next((b for b in BACKENDS if b != backend), None)
+                if backend != self.backend or other is None:
+                    return Solution(SolveStatus.ERROR, None, None, None, time.perf_counter() - start, iterations,
+                                    target)
+                backend = other
+                continue
+            evaluation = self.evaluate(counts)
+            if (semantics.admissible(self.problem, counts, evaluation)
+                    and evaluation.samples_per_s >= target * (1 - 1e-6)
+                    and (best is None or evaluation.usd_per_hour < best[1].usd_per_hour)):
+                best = (counts, evaluation)
+            if best is not None and best[1].usd_per_hour <= bound * (1 + self.tolerance) + 1e-12:
+                proven = True
+                break
+            if len(cuts) >= MAX_CUTS or time.perf_counter() > deadline:
+                break
+            cuts.append(counts)
+        wall = time.perf_counter() - start
+        if best is None:
+            status = SolveStatus.INFEASIBLE if proven else (failure or SolveStatus.TIME_LIMIT)
+            return Solution(status, None, None, None, wall, iterations, target)
+        counts, evaluation = best
+        low = evaluation.usd_per_hour if proven and found is SolveStatus.INFEASIBLE else bound
+        low = min(low, evaluation.usd_per_hour)
+        status = SolveStatus.OPTIMAL if proven else SolveStatus.FEASIBLE
+        return Solution(status, counts, evaluation.usd_per_hour, low, wall, iterations, target,
+                        samples_per_s=evaluation.samples_per_s)
+
+    def known(self) -> list[Evaluation]:
+        """Every mix evaluated so far that keeps the limits (baselines, solutions, mixes cut off)."""
+        return [e for counts, e in self._evaluations.items() if semantics.admissible(self.problem, counts, e)]
+
+    def _known_best(self, target: float) -> tuple[tuple[int, ...], Evaluation] | None:
+        """The cheapest mix evaluated so far (by an earlier solve, or a baseline handed to
+        :meth:`evaluate`) that reaches ``target`` and keeps the limits: every solve starts from it, and
+        its MIP looks only below it."""
+        known = [(counts, e) for counts, e in self._evaluations.items()
+                 if e.samples_per_s >= target * (1 - 1e-6) and semantics.admissible(self.problem, counts, e)]
+        return min(known, key=lambda ce: (ce[1].usd_per_hour, ce[0]), default=None)
+
+    def _refine(self, counts: tuple[int, ...]) -> bool:
+        """Add the lazy rows of the places ``counts`` uses; True if any was missing."""
+        tb, lazy, strategy = self.tables, self.lazy, self.problem.oracle.strategy
+        places = list(semantics.used_places(self.problem, counts))
+        regions = semantics.used_regions(self.problem, counts)
+        leads = sorted((tb.lead_of[q] for q in regions), key=place_order)
+        added = False
+        # time rows between places (hivemind, allreduce) or the regions' lead places (local-sgd, asgd-ga):
+        # a star around each one in use, so that later solutions that keep one find their terms present
+        ends = places if strategy in ("hivemind", "allreduce") else leads
+        others = tb.places if strategy in ("hivemind", "allreduce") else tb.leads
+        missing = {pair for pair in combinations(sorted(ends), 2) if pair not in lazy.pairs}
+        if missing:
+            lazy.pairs |= missing | {tuple(sorted((q, o))) for q in ends for o in others if o != q}
+            added = True
+        hops: set[tuple[str, str]] = set()
+        if strategy == "allreduce":
+            hops |= set(ring_hops(places))
+        elif strategy == "local-sgd":
+            for ps in regions.values():
+                hops |= set(ring_hops(ps))
+            hops |= set(ring_hops(leads))
+        if hops - lazy.hops:
+            lazy.hops |= hops
+            added = True
+        counted = set()
+        if strategy == "hivemind" and len(places) > 1:
+            counted = set(places)
+        elif strategy == "local-sgd":
+            counted = {tb.lead_of[q] for q in regions if tb.region_cap[q] > 1}
+        if counted - lazy.counted:
+            lazy.counted |= counted
+            added = True
+        return added
+
+    def _meets(self, counts: tuple[int, ...], target: float) -> bool:
+        """Whether ``counts`` keeps the limits and reaches ``target`` by :mod:`semantics`."""
+        if not semantics.structurally_feasible(self.problem, counts):
+            return False
+        return semantics.throughput(self.problem, counts) >= target * (1 - 1e-6)
+
+    def _solve_once(self, target: float, time_limit_s: float, backend: str, cuts: list[tuple[int, ...]],
+                    cutoff: float | None = None) -> tuple[SolveStatus, tuple[int, ...] | None, float | None]:
+        from ortools.linear_solver import pywraplp
+
+        solver = pywraplp.Solver.CreateSolver(backend)
+        if solver is None:
+            raise InputError(f"--backend: this OR-Tools build has no {backend} back end; use one of "
+                             f"{', '.join(b for b in BACKENDS if b != backend)}")
+        solver.SetTimeLimit(int(time_limit_s * 1000))
+        b = Builder(self.tables, solver, target, self.lazy)
+        b.build()
+        for cut in cuts:
+            b.no_good(cut)
+        if cutoff is not None:
+            b.cutoff(cutoff)
+        result = solver.Solve()
+        status = {
+            pywraplp.Solver.OPTIMAL: SolveStatus.OPTIMAL,
+            pywraplp.Solver.FEASIBLE: SolveStatus.FEASIBLE,
+            pywraplp.Solver.INFEASIBLE: SolveStatus.INFEASIBLE,
+        }.get(result, SolveStatus.TIME_LIMIT if result == pywraplp.Solver.NOT_SOLVED else SolveStatus.ERROR)
+        if status not in (SolveStatus.OPTIMAL, SolveStatus.FEASIBLE):
+            return status, None, None
+        counts = tuple(int(round(v.solution_value())) for v in b.x)
+        return status, counts, units.from_model_usd(solver.Objective().BestBound())
+
+
+def ring_hops(places: list[str]) -> list[tuple[str, str]]:
+    """The hops of a ring over ``places`` in order (none for fewer than two)."""
+    if len(places) < 2:
+        return []
+    return [(places[j], places[(j + 1) % len(places)]) for j in range(len(places))]
