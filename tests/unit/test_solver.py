@@ -157,7 +157,8 @@ def instances(draw, strategy=None):
     return Problem(tuple(cands), oracle, limits)
 
 
-SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# derandomize: CI runs the same examples every time (a known counterexample is pinned below as a strict xfail)
+SETTINGS = settings(max_examples=40, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 
 
 @SETTINGS
@@ -261,3 +262,24 @@ def test_a_mix_the_back_end_returns_in_error_is_caught_and_solved_again():
     assert not Searcher(problem).solve_at(270.133).found
     result = Searcher(problem, tolerance=1e-4).max_throughput()
     assert result.solution.counts == (0, 1) and result.samples_per_s == pytest.approx(262.0, rel=2e-4)
+
+
+@pytest.mark.xfail(strict=True, reason="known bug: allreduce with mixed micro-batches and cross-zone egress; the "
+                   "MIP certifies (1, 0, 1) at $9.92/h where (1, 1, 0) costs $8.32/h by the model's semantics")
+def test_allreduce_with_mixed_micro_batches_finds_the_cheapest_mix():
+    def cand(key: str, zone: str, price: float, per_step: int) -> Candidate:
+        return Candidate(key=key, region="gcp/europe-west3", zone=zone, cloud="gcp", market="spot",
+                         price_usd_per_hour=price, rate=20.0, goodput=1.0, samples_per_step=per_step,
+                         accelerators=1, capacity=1, minimum=0, data_usd_per_hour=0.0)
+    pairs = [("aws/us-east-1", "gcp/europe-west3"), ("aws/us-east-1", "azure/eastus"),
+             ("azure/eastus", "gcp/europe-west3")]
+    oracle = FakeOracle(strategy="allreduce", samples_per_round=4096.0, efficiency=0.6, local_steps=8,
+                        accumulation_steps=4, payload_bytes=2e8, inside={}, between={k: (1.0, 0.0) for k in pairs},
+                        price={**{k: 0.0 for k in pairs}, **{(b, a): 0.0 for a, b in pairs}},
+                        cross_zone_price=1e-11)
+    problem = Problem((cand("o0", "gcp/europe-west3/b", 1.0, 32), cand("o1", "gcp/europe-west3/a", 1.0, 16),
+                       cand("o2", "gcp/europe-west3/a", 0.5, 32)), oracle, Limits(max_nodes=3, max_zone_share=0.75))
+    feasible = [x for x in brute_force(problem) if semantics.structurally_feasible(problem, x)]
+    target = max(figures(problem, x).samples_per_s for x in feasible) * 0.5
+    expected = min(figures(problem, x).usd_per_hour for x in feasible if figures(problem, x).samples_per_s >= target)
+    assert at_most(Searcher(problem).min_cost(target).usd_per_hour, expected, 1e-3)
