@@ -175,12 +175,12 @@ class Builder:
         for i, a in enumerate(counts):
             if a == 0:
                 continue
-            cap = self.cands[i].capacity
+            big = self.cands[i].capacity + 1  # keeps the unchosen side slack for every x in 0..cap
             d = s.NumVar(0, 1, "")
             up = s.BoolVar("")
-            # d ≤ x − a + cap·(1 − up),  d ≤ a − x + cap·up
-            self.row([(d, 1.0), (x[i], -1.0), (up, cap)], ub=cap - a)
-            self.row([(d, 1.0), (x[i], 1.0), (up, -cap)], ub=a)
+            # d ≤ x − a + M·(1 − up),  d ≤ a − x + M·up  (d can be 1 iff x ≠ a)
+            self.row([(d, 1.0), (x[i], -1.0), (up, big)], ub=big - a)
+            self.row([(d, 1.0), (x[i], 1.0), (up, -big)], ub=a)
             terms.append((d, 1.0))
         self.row(terms, lb=1)
 
