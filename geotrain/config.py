@@ -30,6 +30,7 @@ A job spec says what to train, what to optimise and within which limits::
       spot_only: false
       accelerators: [T4, A10G]           # only these models (A100 also matches A100-80GB)
       quotas: {aws: 16, gcp/us-central1: 8}   # accelerators at most, per cloud or region
+      capacity_confidence: 0.5           # at most what the capacity model gives at once with this chance
     onprem:
       inventory: sites.yaml              # relative to this file
       required: false                    # true: use every on-prem machine
@@ -47,6 +48,7 @@ A job spec says what to train, what to optimise and within which limits::
       samples_per_step: 8                #   micro-batch on one accelerator
       state_bytes_per_parameter: 16      #   weights + gradients + optimizer state (16: mixed-precision Adam)
       activation_mib_per_sample: 0       #   activation memory; 0 = unknown, not counted in the fit check
+    rates: my-rates.csv                  # your compute rates (geotrain profile writes them), relative to this file
 
 Every problem raises :class:`~geotrain.errors.JobSpecError` naming the field, e.g.
 ``job.yaml: constraints.max_regions: must be a whole number >= 1, got 0``.
@@ -103,12 +105,15 @@ def parse_job_spec(fields: Fields, *, base_dir: Path) -> JobSpec:
     dataset = _dataset(fields.section("dataset"))
     checkpoint_url = fields.text("checkpoint_url", None)
     model = _model(fields.section("model"))
+    rates = fields.text("rates", None)
+    if rates is not None:
+        rates = str(_beside(rates, base_dir))
     fields.finish()
     return JobSpec(
         name=name, workload=workload, objective=objective, sync=sync,
         target_samples_per_s=target, budget_usd_per_hour=budget, total_samples=total,
         deadline_h=deadline, constraints=constraints, onprem_inventory=inventory,
-        dataset=dataset, checkpoint_url=checkpoint_url, model=model,
+        dataset=dataset, checkpoint_url=checkpoint_url, model=model, rates_file=rates,
     )
 
 
@@ -187,6 +192,7 @@ def _constraints(fields: Fields | None) -> Constraints:
         spot_only=fields.flag("spot_only", False),
         accelerators=_accelerators(fields),
         quotas=_quotas(fields),
+        capacity_confidence=fields.number("capacity_confidence", None, above=0, maximum=1),
     )
     fields.finish()
     return out
@@ -216,10 +222,13 @@ def _onprem(fields: Fields | None, base_dir: Path) -> tuple[str | None, bool]:
     inventory = fields.text("inventory")
     required = fields.flag("required", False)
     fields.finish()
-    path = Path(inventory).expanduser()
-    if not path.is_absolute():
-        path = base_dir / path
-    return str(path), required
+    return str(_beside(inventory, base_dir)), required
+
+
+def _beside(name: str, base_dir: Path) -> Path:
+    """A path from the spec: relative ones are relative to the spec's own directory."""
+    path = Path(name).expanduser()
+    return path if path.is_absolute() else base_dir / path
 
 
 def _dataset(fields: Fields | None) -> DatasetSpec | None:
@@ -277,7 +286,7 @@ def job_to_mapping(job: JobSpec) -> dict:
         "max_gpus_per_zone": c.max_gpus_per_zone,
         "max_zone_share": c.max_zone_share, "max_spot_share": c.max_spot_share, "spot_only": c.spot_only,
         "accelerators": sorted(c.accelerators) if c.accelerators else None,
-        "quotas": dict(c.quotas) or None,
+        "quotas": dict(c.quotas) or None, "capacity_confidence": c.capacity_confidence,
     }
     out = {
         "name": job.name, "workload": job.workload, "objective": job.objective.value,
@@ -290,7 +299,7 @@ def job_to_mapping(job: JobSpec) -> dict:
             "cloud": job.dataset.cloud, "region": job.dataset.region, "size_gib": job.dataset.size_gib,
             "samples": job.dataset.samples, "reads_per_sample": job.dataset.reads_per_sample,
         },
-        "checkpoint_url": job.checkpoint_url,
+        "checkpoint_url": job.checkpoint_url, "rates": job.rates_file,
         "model": None if job.model is None else {
             "parameters": job.model.parameters, "kind": job.model.kind,
             "samples_per_step": job.model.samples_per_step,

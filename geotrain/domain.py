@@ -302,6 +302,9 @@ class Constraints:
     onprem_required: bool = False  # must use every on-prem machine in the inventory
     accelerators: frozenset[str] | None = None  # only these models (a name also matches its variants)
     quotas: tuple[tuple[str, int], ...] = ()  # (cloud or "cloud/region", accelerators at most)
+    # plan at most the nodes of an offer that the capacity model gives at once with this chance;
+    # None: no cap from the model (the plan still says the chance that its whole mix can be had)
+    capacity_confidence: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -321,6 +324,7 @@ class JobSpec:
     dataset: DatasetSpec | None = None
     checkpoint_url: str | None = None
     model: ModelSpec | None = None  # the workload's definition, when it is the user's own
+    rates_file: str | None = None  # path to the user's compute rates (``--rates``), over the bundled ones
 
     @property
     def strategy(self) -> SyncStrategyName:
@@ -387,6 +391,20 @@ BASELINE_WORDS = {
 
 
 @dataclass(frozen=True, slots=True)
+class Fallback:
+    """Where the launcher moves the nodes of a planned zone it cannot get (no capacity, a failed boot, a
+    preemption: the launcher blocks the zone): for each planned offer there, an offer of the same
+    accelerators per node and market in another zone, and the perf model's figures for the plan with
+    all of them moved (``planning.fallback``)."""
+
+    replaces: str  # the planned zone's scope (cloud/region/zone, or cloud/region for a region-wide offer)
+    moves: tuple[tuple[str, Offer], ...]  # (planned offer id, the offer that takes its nodes)
+    samples_per_s: float
+    usd_per_hour: float
+    launch_chance: float  # the capacity model's chance of getting the moved nodes at once
+
+
+@dataclass(frozen=True, slots=True)
 class Baseline:
     """One simpler choice for the same job, evaluated by the perf model like the plan itself."""
 
@@ -423,6 +441,10 @@ class Plan:
     baselines: tuple[Baseline, ...] = ()  # one per kind that reaches the job's goal under its limits
     assumptions: tuple[str, ...] = ()
     missing_baselines: tuple[tuple[BaselineKind, str], ...] = ()  # kinds with none, and why
+    fallbacks: tuple[Fallback, ...] = ()  # per planned zone, best first (``planning.fallback``)
+
+    def fallbacks_for(self, zone_scope: str) -> list[Fallback]:
+        return [f for f in self.fallbacks if f.replaces == zone_scope]
 
     @property
     def baseline(self) -> Baseline | None:

@@ -37,8 +37,7 @@ class PlanRequest:
     time_limit_s: float = 60.0
     nodes: str | None = None  # a mix chosen by hand: evaluate it instead of solving
     provider: str | None = None  # "local": predict for the local provider's nodes (this machine)
-    rates_file: Path | None = None  # the user's compute rates (``geotrain.perf.rates``), over the bundled ones
-    capacity_confidence: float | None = None  # cap offers at what the capacity model gives with this chance
+    rates_file: Path | None = None  # the user's compute rates (``geotrain.perf.rates``): the job's ``rates``
 
 
 def job_mapping(request: PlanRequest) -> tuple[dict[str, Any], str, Path]:
@@ -49,6 +48,8 @@ def job_mapping(request: PlanRequest) -> tuple[dict[str, Any], str, Path]:
     else:
         data, origin, base = {}, "command line", Path.cwd()
     data.update({k: v for k, v in request.flags.items() if v is not None})
+    if request.rates_file is not None:
+        data["rates"] = str(request.rates_file.resolve())
     data.setdefault("name", "job")
     given_sync = {k: v for k, v in request.sync_flags.items() if v is not None}
     if given_sync:
@@ -95,18 +96,11 @@ def run_plan(request: PlanRequest, *, output: Path | None = None, plot: Path | N
     snapshot = store.load(request.snapshot_id) if request.snapshot_id else store.current()
     inventory = load_inventory(job.onprem_inventory) if job.onprem_inventory else None
     options = PlanOptions(backend=request.backend, recovery_h=request.recovery_h, provider=request.provider,
-                          time_limit_s=request.time_limit_s, capacity_confidence=request.capacity_confidence)
-    perf = None
-    if request.rates_file is not None:
-        from geotrain.perf.model import PerfModel
-        from geotrain.perf.rates import RateTable
-        from geotrain.pricing.egress import EgressPrices
-
-        perf = PerfModel(rates=RateTable.bundled().with_file(request.rates_file), egress=EgressPrices.bundled())
+                          time_limit_s=request.time_limit_s)
     if request.nodes:
-        plan = plan_for_nodes(job, snapshot, request.nodes, inventory=inventory, perf=perf, options=options)
+        plan = plan_for_nodes(job, snapshot, request.nodes, inventory=inventory, options=options)
     else:
-        plan = make_plan(job, snapshot, inventory=inventory, perf=perf, options=options)
+        plan = make_plan(job, snapshot, inventory=inventory, options=options)
     if output is not None:
         save_plan(plan, output)
     if plot is not None:

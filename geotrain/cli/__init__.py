@@ -95,6 +95,7 @@ from geotrain.cli import catalog as _catalog  # noqa: E402  (registers the sub-c
 from geotrain.cli import estimate as _estimate  # noqa: E402
 from geotrain.cli import launch as _launch  # noqa: E402
 from geotrain.cli import plan as _plan  # noqa: E402
+from geotrain.cli import profile as _profile  # noqa: E402
 from geotrain.cli import report as _report  # noqa: E402
 
 app.add_typer(_catalog.app, name="catalog")
@@ -104,6 +105,7 @@ app.command("launch", context_settings={"allow_extra_args": True})(_launch.launc
 app.command("status")(_launch.status)
 app.command("stop")(_launch.stop)
 app.command("cost-report")(_report.cost_report)
+app.command("profile", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})(_profile.profile)
 
 
 def main() -> None:

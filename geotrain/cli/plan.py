@@ -88,13 +88,12 @@ def plan(
         "max_regions": max_regions, "max_nodes": max_nodes, "max_nodes_per_zone": max_per_zone,
         "max_gpus_per_zone": max_gpus_per_zone,
         "max_zone_share": zone_share, "max_spot_share": spot_share, "spot_only": spot_only,
-        "quotas": _quotas(quota),
+        "quotas": _quotas(quota), "capacity_confidence": capacity_confidence,
     }
     request = PlanRequest(
         spec=spec, flags=flags, sync_flags=sync_flags, constraint_flags=constraints, onprem=onprem,
         onprem_required=onprem_required, snapshot_id=snapshot_id, backend=backend.upper(),
         recovery_h=recovery_min / 60, time_limit_s=time_limit, nodes=nodes, provider=provider, rates_file=rates,
-        capacity_confidence=capacity_confidence,
     )
     outcome = run_plan(request, output=output, plot=plot)
     if as_json:
@@ -156,6 +155,11 @@ def render(plan, *, output: Path | None, plot: Path | None) -> None:  # noqa: AN
                   f"{usd(b.usd_per_million_samples, 3)} per 1M samples; the mix {verb} {percent(share)}{more}")
     for kind, why in plan.missing_baselines:
         out.print(f"baseline       {BASELINE_WORDS[kind]}: none ({why})")
+    for zone in sorted({f.replaces for f in plan.fallbacks}):
+        options = "; then ".join(
+            f"{', '.join(sorted({o.location.zone_scope for _, o in f.moves}))} ({usd(f.usd_per_hour, 3)}/h, "
+            f"{f.samples_per_s:,.0f}/s, chance {f.launch_chance:.0%})" for f in plan.fallbacks_for(zone))
+        out.print(f"fallback       without {zone}: {options}")
     if plan.frontier:
         points = ", ".join(f"{sps:,.0f}/s for {usd(cost, 2)}/h" for sps, cost in plan.frontier)
         out.print(f"frontier       {points}")

@@ -45,7 +45,7 @@ from geotrain.errors import GeotrainError, InputError, ProviderError, RunError
 from geotrain.files import atomic_write_text, geotrain_home
 from geotrain.launcher.injector import Injector
 from geotrain.launcher.options import LaunchOptions, RunOutcome, Status
-from geotrain.launcher.provisioning import boot_failed, launch_missing, replan, survivors_of, track_untracked
+from geotrain.launcher.provisioning import boot_failed, launch_missing, mend, survivors_of, track_untracked
 from geotrain.launcher.training import Training, resolve_training
 from geotrain.ledger import EventKind, Ledger, RunStatus
 from geotrain.procs import environ_has
@@ -74,6 +74,7 @@ class Launcher:
         self.offers: dict[str, Offer] = {item.offer.offer_id: item.offer for item in plan.items}
         self.wanted: Counter[str] = Counter({item.offer.offer_id: item.count for item in plan.items})
         self.blocked: dict[str, float] = {}  # scope (cloud, region, zone, offer id) -> blocked until (unix time)
+        self.stand_ins: dict[str, str] = {}  # planned offer id -> the fallback offer that holds its nodes now
         self.generation = 0
         self.preemptions = 0
         self.restarts = 0
@@ -126,8 +127,12 @@ class Launcher:
         self.run_id = run_id
         self.status = Status(run_id, target_steps=self.options.steps)
         self.ledger.set_launcher(run_id, os.getpid())
-        for event in self.ledger.events(run_id, kinds=(EventKind.REPLANNED,)):
+        for event in self.ledger.events(run_id, kinds=(EventKind.FELL_BACK, EventKind.REPLANNED)):
             self.wanted = Counter(event.detail["wanted"])
+            if event.kind == EventKind.REPLANNED:
+                self.stand_ins.clear()
+            else:
+                self.stand_ins.update(event.detail["moves"])
             for record in event.detail.get("offers", []):
                 offer = _offer_from_record(record)
                 self.offers[offer.offer_id] = offer
@@ -227,7 +232,7 @@ class Launcher:
             if not self.options.replan:
                 self.wanted = survivors_of(self.provider.list(self.run_id))
                 break
-            replan(self, survivors_of(self.provider.list(self.run_id)),
+            mend(self, survivors_of(self.provider.list(self.run_id)),
                    cause="; ".join(f"{f.kind} in {f.scope}" for f in failures))
         return sorted(self.alive_nodes(), key=lambda n: (n.location.region_scope, n.location.zone, n.node_id))
 
@@ -339,7 +344,7 @@ class Launcher:
                 boot_failed(self, node.node_id, node.location.zone_scope, node.offer_id,
                             f"the node was gone before its worker started: {exc}")
                 if self.options.replan:
-                    replan(self, survivors_of(self.provider.list(self.run_id)), cause=f"boot failure of {node.node_id}")
+                    mend(self, survivors_of(self.provider.list(self.run_id)), cause=f"boot failure of {node.node_id}")
                 return False
         if self.training_started_at is None:
             self.training_started_at = time.time()
@@ -447,7 +452,7 @@ class Launcher:
                               reason=reason, generation=self.generation)
             block(self, node.location.zone_scope, f"{node.node_id} {reason}")
         if self.options.replan:
-            replan(self, survivors_of(self.provider.list(self.run_id)), cause="preemption")
+            mend(self, survivors_of(self.provider.list(self.run_id)), cause="preemption")
 
     # -- status ---------------------------------------------------------------------------------
 

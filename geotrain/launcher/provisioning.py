@@ -16,10 +16,14 @@ a node gone after launch   (it died booting) ended in the ledger as ``boot_faile
                            blocked; re-plan
 =========================  =====================================================================
 
-Re-planning solves the plan's job again with the surviving nodes kept and the blocked scopes left out
+After a failure or a preemption the wanted mix is mended (``mend``): first from the plan's fallbacks
+(``planning.fallback``): the missing nodes of every blocked zone move to that zone's best fallback
+whose zones are not blocked, without a solver; where a blocked zone has no fallback left, re-planning
+solves the plan's job again with the surviving nodes kept and the blocked scopes left out
 (``replan``): the cheapest mix that reaches the plan's throughput within its node count, else the most
-throughput for the plan's $/h + 25 %, else the survivors alone. When nothing can be launched and no
-node is left, the run fails with the reasons.
+throughput for the plan's $/h + 25 %, else the survivors alone. Both write the new wanted mix to the
+ledger (``fell_back``, ``replanned``), so that a resumed launcher wants the same. When nothing can be
+launched and no node is left, the run fails with the reasons.
 """
 
 from __future__ import annotations
@@ -188,6 +192,57 @@ def _is_blocked(la: Launcher, offer: Offer) -> bool:
                for scope in (loc.cloud, loc.region_scope, loc.zone_scope, offer.offer_id))
 
 
+def mend(la: Launcher, survivors: Counter, *, cause: str) -> bool:
+    """The plan's fallbacks where they cover every blocked zone that misses nodes, else a re-plan."""
+    return fall_back(la, survivors, cause=cause) or replan(la, survivors, cause=cause)
+
+
+def fall_back(la: Launcher, survivors: Counter, *, cause: str) -> bool:
+    """Move the missing nodes of each blocked planned zone (held by its planned offers, or by the
+    fallback offers that stand in for them) to the zone's first fallback in the plan whose offers are
+    not blocked. False (and nothing changed): nothing blocked is missing, or a blocked zone has no such
+    fallback left, or misses nodes of an offer that no fallback of a planned zone moves."""
+    planned = {item.offer.offer_id: item.offer for item in la.plan.items}
+    held_by = {holder: key for key, holder in la.stand_ins.items()}
+    short: dict[str, set[str]] = {}  # planned zone -> planned offers whose nodes are missing
+    for offer_id, count in la.wanted.items():
+        if count > survivors[offer_id] and _is_blocked(la, la.offers[offer_id]):
+            key = held_by.get(offer_id, offer_id)
+            if key not in planned:
+                return False  # an offer of a re-plan: only a re-plan knows where its nodes may go
+            short.setdefault(planned[key].location.zone_scope, set()).add(key)
+    if not short:
+        return False
+    chosen = []
+    for zone, keys in sorted(short.items()):
+        choice = next((f for f in la.plan.fallbacks_for(zone)
+                       if keys <= {key for key, _ in f.moves} and not any(_is_blocked(la, o) for _, o in f.moves)),
+                      None)
+        if choice is None:
+            return False
+        chosen.append(choice)
+    from geotrain.pricing.records import offer_record
+
+    for fallback in chosen:
+        for key, offer in fallback.moves:
+            holder = la.stand_ins.get(key, key)
+            missing = max(0, la.wanted[holder] - survivors[holder])
+            if not missing or holder == offer.offer_id:
+                continue
+            la.wanted[holder] -= missing
+            la.wanted[offer.offer_id] += missing
+            la.offers[offer.offer_id] = offer
+            la.stand_ins[key] = offer.offer_id
+        la.ledger.event(la.run_id, EventKind.FELL_BACK, zone=fallback.replaces, cause=cause,
+                        moves={key: offer.offer_id for key, offer in fallback.moves},
+                        wanted={k: v for k, v in la.wanted.items() if v}, kept=dict(survivors),
+                        usd_per_hour=fallback.usd_per_hour, samples_per_s=fallback.samples_per_s,
+                        launch_chance=fallback.launch_chance,
+                        offers=[offer_record(offer) for _, offer in fallback.moves])
+    la.wanted = Counter({k: v for k, v in la.wanted.items() if v})
+    return True
+
+
 def replan(la: Launcher, survivors: Counter, *, cause: str) -> bool:
     """Buy back what the plan promised around the blocked scopes, the survivors kept. False: no new
     mix was found (the wanted mix is the survivors alone)."""
@@ -226,6 +281,7 @@ def replan(la: Launcher, survivors: Counter, *, cause: str) -> bool:
         for item in new.items:
             la.offers[item.offer.offer_id] = item.offer
         la.wanted = Counter({item.offer.offer_id: item.count for item in new.items})
+        la.stand_ins.clear()
         la.ledger.event(la.run_id, EventKind.REPLANNED, wanted=dict(la.wanted), kept=dict(survivors), cause=cause,
                         objective=attempt.objective.value, blocked=sorted(blocked),
                         usd_per_hour=new.totals.usd_per_hour, samples_per_s=new.totals.samples_per_s,

@@ -21,6 +21,7 @@ class EventKind(StrEnum):
     RECONCILED = "reconciled"  # a launch whose outcome was unknown, settled by listing the run's nodes
     BOOT_FAILED = "boot_failed"  # a node died after launch, before its worker started
     BLOCKED = "blocked"
+    FELL_BACK = "fell_back"  # a blocked zone's missing nodes moved to the plan's fallback for it
     REPLANNED = "replanned"
     REPLAN_FAILED = "replan_failed"
     GENERATION_STARTED = "generation_started"

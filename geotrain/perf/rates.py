@@ -55,6 +55,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from geotrain.errors import InputError, NotFoundError
+from geotrain.files import atomic_write_text
 from geotrain.perf.data import data_text
 from geotrain.perf.workloads import Workload
 from geotrain.specfile import read_text
@@ -177,6 +178,10 @@ class RateTable:
     def measured(self) -> list[ComputeRate]:
         return list(self._rates.values())
 
+    def accelerators(self) -> set[str]:
+        """The accelerator names this table can rate (datasheet or measured rows), CPU included."""
+        return set(self._tflops) | {a for (_, a, _) in self._rates} | {CPU}
+
     def node_rate(self, workload: Workload, accelerator: str | None, count: int) -> ComputeRate:
         """Samples/s of one node of ``count`` × ``accelerator`` (None = CPU only) on ``workload``."""
         acc = accelerator or CPU
@@ -278,6 +283,30 @@ class RateTable:
         ratio = self._tflops[acc] / self._tflops[ANCHOR]
         return anchor.samples_per_s * ratio, ESTIMATED, (
             f"{ANCHOR} rate x datasheet FP16 tensor TFLOPS ratio {acc}/{ANCHOR} = {ratio:.3f}")
+
+
+RATE_COLUMNS = ("workload", "kind", "accelerator", "accelerator_count", "samples_per_s", "estimated", "source")
+
+
+def save_rate(path: Path, rate: ComputeRate) -> None:
+    """Put ``rate`` in the rates file at ``path`` (the ``--rates`` format), replacing the row of the same
+    workload, accelerator and count, keeping the others; written atomically. A file that is not a rates
+    file is refused, not overwritten."""
+    rows = []
+    if path.exists():
+        _parse_rates(read_text(path, InputError), str(path))  # refuses what is not a rates file
+        rows = [r for r in csv.DictReader(io.StringIO(read_text(path, InputError)))
+                if (r["workload"].strip(), r["accelerator"].strip(), int(r.get("accelerator_count") or 1))
+                != (rate.workload, rate.accelerator, rate.accelerator_count)]
+    rows.append({"workload": rate.workload, "kind": rate.kind or "", "accelerator": rate.accelerator,
+                 "accelerator_count": rate.accelerator_count, "samples_per_s": f"{rate.samples_per_s:.6g}",
+                 "estimated": str(rate.estimated).lower(), "source": rate.source})
+    columns = list(RATE_COLUMNS) + sorted({k for r in rows for k in r if k and k not in RATE_COLUMNS})
+    out = io.StringIO()
+    writer = csv.DictWriter(out, columns, lineterminator="\n", extrasaction="ignore")
+    writer.writeheader()
+    writer.writerows(rows)
+    atomic_write_text(path, out.getvalue())
 
 
 def _parse_rates(text: str, origin: str) -> list[ComputeRate]:

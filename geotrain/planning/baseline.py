@@ -18,7 +18,7 @@ from collections import defaultdict
 from dataclasses import dataclass, replace
 
 from geotrain.domain import BASELINE_WORDS, Baseline, BaselineKind, NodeGroup, Objective
-from geotrain.planning.planner import PlanningContext, estimate_of, keeps_the_goal, totals_of
+from geotrain.planning.planner import PlanningContext, estimate_of, keeps_the_goal, objective_score, totals_of
 from geotrain.solver import semantics
 
 EVALUATED_PER_KIND = 8  # options of each kind evaluated with the perf model
@@ -114,18 +114,11 @@ def _options(ctx: PlanningContext) -> dict[BaselineKind, list[_Option]]:
     return out
 
 
-def _score(ctx: PlanningContext, rate: float, usd_per_hour: float) -> tuple[float, float]:
-    objective = ctx.job.objective
-    if objective is Objective.MIN_COST:
-        return (usd_per_hour, 0.0)
-    if objective is Objective.MAX_THROUGHPUT:
-        return (-rate, usd_per_hour)
-    return (usd_per_hour / rate, 0.0)
 
 
 def _best(ctx: PlanningContext, options: list[_Option | None]) -> Baseline | None:
     feasible = [o for o in options if o is not None and keeps_the_goal(ctx, o.rate, o.usd_per_hour)]
-    feasible.sort(key=lambda o: _score(ctx, o.rate, o.usd_per_hour))
+    feasible.sort(key=lambda o: objective_score(ctx, o.rate, o.usd_per_hour))
     best, best_score = None, None
     for option in feasible[:EVALUATED_PER_KIND]:
         groups = [NodeGroup(ctx.candidates.offers[ctx.problem.candidates[i].key], n) for i, n in option.counts]
@@ -133,7 +126,7 @@ def _best(ctx: PlanningContext, options: list[_Option | None]) -> Baseline | Non
         rate = totals_of(ctx, groups, estimate).goodput_samples_per_s
         if not keeps_the_goal(ctx, rate, estimate.usd_per_hour):
             continue
-        score = _score(ctx, rate, estimate.usd_per_hour)
+        score = objective_score(ctx, rate, estimate.usd_per_hour)
         if ctx.job.objective is Objective.MAX_THROUGHPUT and best is not None:
             # rates within the tolerance of the best count as equal: the cheaper wins
             if abs(rate - best.samples_per_s) <= ctx.options.tolerance * best.samples_per_s:

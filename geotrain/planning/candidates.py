@@ -35,6 +35,9 @@ class CandidateSet:
     skipped: dict[str, int] = field(default_factory=dict)  # reason -> count
     dominated: int = 0
     default_interruptions_per_hour: float = 0.0
+    # the dominated candidates and their offers: never in the MIP, but where the launcher's fallbacks
+    # may move a zone's nodes (a dominated offer in another zone is still another zone)
+    alternates: tuple[tuple[Candidate, Offer], ...] = ()
 
 
 def passes_filters(offer: Offer, job: JobSpec, blocked: frozenset[str]) -> bool:
@@ -145,8 +148,10 @@ def build_candidates(offers: Sequence[Offer], *, job: JobSpec, workload: Workloa
     c = job.constraints
     zones_matter = c.max_nodes_per_zone is not None or c.max_zone_share is not None or c.max_gpus_per_zone is not None
     kept, dominated = prune_dominated(cands, node_cap, zones_matter=zones_matter)
+    chosen = {c.key for c in kept}
+    alternates = tuple((c, by_key[c.key]) for c in cands if c.key not in chosen)
     return CandidateSet(tuple(kept), {c.key: by_key[c.key] for c in kept}, considered, dict(skipped),
-                        dominated, default)
+                        dominated, default, alternates)
 
 
 def _dominates(a: Candidate, b: Candidate, node_cap: int) -> bool:

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from geotrain.config import job_to_mapping, parse_job_spec
-from geotrain.domain import Baseline, BaselineKind, NodeGroup, Objective, Plan, PlanItem, PlanTotals, SolverReport
+from geotrain.domain import Baseline, BaselineKind, Fallback, NodeGroup, Objective, Plan, PlanItem, PlanTotals, SolverReport
 from geotrain.errors import InputError
 from geotrain.files import atomic_write_text
 from geotrain.pricing.records import offer_record, offers_from_records
@@ -65,6 +65,10 @@ def plan_to_dict(plan: Plan) -> dict[str, Any]:
             "usd_per_million_samples": b.usd_per_million_samples, "savings": savings(plan, b),
         } for b in plan.baselines],
         "missing_baselines": [[kind.value, why] for kind, why in plan.missing_baselines],
+        "fallbacks": [{
+            "replaces": f.replaces, "moves": [{"from": key, "offer": offer_record(o)} for key, o in f.moves],
+            "samples_per_s": f.samples_per_s, "usd_per_hour": f.usd_per_hour, "launch_chance": f.launch_chance,
+        } for f in plan.fallbacks],
         "savings_vs_baseline": savings(plan, base),
         "assumptions": list(plan.assumptions),
     }
@@ -145,7 +149,7 @@ def plan_from_dict(data: Mapping[str, Any], origin: str) -> Plan:
         recovery_h=options.number("recovery_h", minimum=0),
         provider=options.text("provider", None),
         frontier=_frontier(data.get("frontier") or [], origin),
-        baselines=baselines, missing_baselines=missing,
+        baselines=baselines, missing_baselines=missing, fallbacks=_fallbacks(data, top, origin),
         assumptions=_assumptions(data.get("assumptions"), origin),
     )
     return plan
@@ -212,6 +216,20 @@ def _baselines(data: Mapping[str, Any], top: Fields, origin: str) -> tuple[Basel
         out.append(Baseline(groups, fields.number("samples_per_s", minimum=0), fields.number("usd_per_hour", minimum=0),
                             fields.number("usd_per_million_samples", minimum=0),
                             BaselineKind(fields.choice("kind", [k.value for k in BaselineKind]))))
+    return tuple(out)
+
+
+def _fallbacks(data: Mapping[str, Any], top: Fields, origin: str) -> tuple[Fallback, ...]:
+    """``fallbacks`` (absent in files written before them, or empty: none)."""
+    if data.get("fallbacks") in (None, []):
+        return ()
+    out = []
+    for f in top.sections("fallbacks"):
+        moves = f.sections("moves")
+        offers = offers_from_records([m.mapping("offer") for m in moves], f"{origin}: fallbacks")
+        out.append(Fallback(f.text("replaces"), tuple((m.text("from"), o) for m, o in zip(moves, offers, strict=True)),
+                            f.number("samples_per_s", minimum=0), f.number("usd_per_hour", minimum=0),
+                            f.number("launch_chance", minimum=0, maximum=1)))
     return tuple(out)
 
 

@@ -23,6 +23,7 @@ from geotrain.perf.describe import bottleneck_words
 from geotrain.perf.host import LocalHost
 from geotrain.perf.model import DataSource, Estimate, PerfModel, bundled_fit
 from geotrain.perf.network import SitePlacement
+from geotrain.perf.rates import RateTable
 from geotrain.perf.workloads import Workload, WorkloadRegistry
 from geotrain.planning.candidates import CandidateSet, build_candidates, goodput_of
 from geotrain.planning.oracle import PerfOracle
@@ -56,10 +57,6 @@ class PlanOptions:
     blocked: frozenset[str] = frozenset()  # zone/region scopes or offer ids not to use
     keep: dict[str, int] = field(default_factory=dict)  # offer id -> nodes that must stay (re-planning)
     unknown_interruptions_per_hour: float | None = None  # default: median of the snapshot's known spot rates
-    # plan at most the nodes of an offer that the capacity model (``geotrain.pricing.capacity``) says can
-    # be had at once with at least this chance; None: no cap from the model (the plan still says the
-    # chance that its whole mix can be had)
-    capacity_confidence: float | None = None
 
 
 @dataclass
@@ -125,10 +122,16 @@ def make_plan(job: JobSpec, snapshot: PriceSnapshot, *, inventory: Inventory | N
             + (f" ${budget:,.2f}/h" if budget is not None else "") + "), though the solver's own model says it "
             f"meets it ({job.strategy.value}); no single-zone, single-region or identical-nodes choice meets it "
             "either; lower the target, raise the budget, or try another --strategy")
-    plan = assemble(ctx, snapshot, result, groups, estimate, frontier, baselines, missing)
+    plan = with_fallbacks(ctx, assemble(ctx, snapshot, result, groups, estimate, frontier, baselines, missing), groups)
     timing = replace(plan.solver, total_s=time.perf_counter() - started, frontier_s=frontier_s,
                      baselines_s=baselines_s)
     return replace(plan, solver=timing, assumptions=plan.assumptions + notes)
+
+
+def with_fallbacks(ctx: PlanningContext, plan: Plan, groups: list[NodeGroup]) -> Plan:
+    from geotrain.planning.fallback import fallbacks_of
+
+    return replace(plan, fallbacks=fallbacks_of(ctx, groups))
 
 
 def baseline_if_better(ctx: PlanningContext, groups: list[NodeGroup], estimate: Estimate,
@@ -165,6 +168,17 @@ def keeps_the_goal(ctx: PlanningContext, goodput_samples_per_s: float, usd_per_h
     return limits.budget_usd_per_hour is None or usd_per_hour <= limits.budget_usd_per_hour * (1 + 1e-6)
 
 
+def objective_score(ctx: PlanningContext, rate: float, usd_per_hour: float) -> tuple[float, float]:
+    """Smaller is better by the job's objective: min_cost $/h; max_throughput samples/s, then $/h;
+    otherwise $/sample."""
+    objective = ctx.job.objective
+    if objective is Objective.MIN_COST:
+        return (usd_per_hour, 0.0)
+    if objective is Objective.MAX_THROUGHPUT:
+        return (-rate, usd_per_hour)
+    return (usd_per_hour / rate, 0.0)
+
+
 def _mix_words(groups: list[NodeGroup]) -> str:
     return " + ".join(f"{g.count} x {g.offer.offer_id}" for g in groups)
 
@@ -184,7 +198,7 @@ def plan_for_nodes(job: JobSpec, snapshot: PriceSnapshot, nodes: str, *, invento
     estimate = predict_groups(ctx, groups)
     given = SearchResult("given", None, estimate.samples_per_s, estimate.usd_per_hour, SolveStatus.OPTIMAL, 0.0, 0.0, 0)
     baselines, missing = baselines_for(ctx)
-    plan = assemble(ctx, snapshot, given, groups, estimate, (), baselines, missing)
+    plan = with_fallbacks(ctx, assemble(ctx, snapshot, given, groups, estimate, (), baselines, missing), groups)
     return replace(plan, solver=replace(plan.solver, status="given", candidates=0, dominated=0))
 
 
@@ -224,7 +238,9 @@ def build_context(job: JobSpec, snapshot: PriceSnapshot, *, inventory: Inventory
     if inventory is not None:
         offers += offers_from_table(inventory_table(inventory))
         sites = site_placements(inventory)
-    perf = perf or PerfModel(egress=EgressPrices.bundled())
+    if perf is None:
+        rates = RateTable.bundled().with_file(job.rates_file) if job.rates_file else RateTable.bundled()
+        perf = PerfModel(rates=rates, egress=EgressPrices.bundled())
     if sites:
         perf = perf.with_sites(sites)
     node_cap = job.constraints.max_nodes or DEFAULT_MAX_NODES
@@ -238,10 +254,11 @@ def build_context(job: JobSpec, snapshot: PriceSnapshot, *, inventory: Inventory
                          f"{LOCAL_PROVIDER!r} (this machine)")
     data = data_source(job)
     capacity_of = None
-    if options.capacity_confidence is not None:
-        if not 0 < options.capacity_confidence <= 1:
-            raise InputError(f"--capacity-confidence: {options.capacity_confidence!r} is not within (0, 1]")
-        model, confidence = CapacityModel.bundled(), options.capacity_confidence
+    confidence = job.constraints.capacity_confidence
+    if confidence is not None:
+        if not 0 < confidence <= 1:
+            raise InputError(f"--capacity-confidence: {confidence!r} is not within (0, 1]")
+        model = CapacityModel.bundled()
         capacity_of = lambda offer: model.cap(offer, confidence)  # noqa: E731
     cands = build_candidates(
         offers, job=job, workload=workload, perf=perf, node_cap=node_cap, recovery_h=options.recovery_h,
@@ -261,8 +278,8 @@ def build_context(job: JobSpec, snapshot: PriceSnapshot, *, inventory: Inventory
         uplinks={s.site: s.uplink_gbps for s in inventory.sites} if inventory else None,
     )
     limits = limits_of(job, node_cap)
-    if options.capacity_confidence is not None:
-        cands, limits = with_pools(cands, limits, model, options.capacity_confidence)
+    if confidence is not None:
+        cands, limits = with_pools(cands, limits, model, confidence)
     referee = PerfReferee(perf, workload, sync, cands.candidates, cands.offers, data)
     problem = Problem(cands.candidates, oracle, limits, referee)
     return PlanningContext(job, workload, perf, cands, problem, data, options)
@@ -284,8 +301,18 @@ def with_pools(cands: CandidateSet, limits: Limits, model: CapacityModel,
     for c in pooled:
         if c.pool:
             held[c.pool] = held.get(c.pool, 0) + c.minimum * c.accelerators
+    alternates, extra = [], {}  # pools that only dominated candidates draw from (the MIP's caps unchanged)
+    for c, offer in cands.alternates:
+        pool = model.pool_of(offer)
+        if pool is not None:
+            if pool not in caps:
+                extra[pool] = max(extra.get(pool, 0), model.pool_cap_units(offer, confidence))
+            c = replace(c, pool=pool)
+        alternates.append((c, offer))
+    caps.update(extra)
     pool_caps = tuple(sorted((pool, max(units, held.get(pool, 0))) for pool, units in caps.items()))
-    return replace(cands, candidates=tuple(pooled)), replace(limits, pool_caps=pool_caps)
+    return (replace(cands, candidates=tuple(pooled), alternates=tuple(alternates)),
+            replace(limits, pool_caps=pool_caps))
 
 
 def site_placements(inventory: Inventory) -> dict[str, SitePlacement]:

@@ -12,6 +12,7 @@ Tests enumerate small instances with these functions (brute force) and compare w
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import combinations
@@ -257,10 +258,20 @@ def structurally_feasible(problem: Problem, x: Sequence[int]) -> bool:
                    if c.cloud == scope or c.region == scope)
         if used > quota:
             return False
-    for pool, units in limits.pool_caps:
-        if sum(c.accelerators * n for c, n in zip(cands, x, strict=True) if c.pool == pool) > units:
+    if limits.pool_caps:
+        used: dict[str, int] = {}
+        for c, n in zip(cands, x, strict=True):
+            if n and c.pool:
+                used[c.pool] = used.get(c.pool, 0) + c.accelerators * n
+        caps = _caps(limits.pool_caps)
+        if any(units > caps.get(pool, units) for pool, units in used.items()):
             return False
     return True
+
+
+@functools.lru_cache(maxsize=16)
+def _caps(pool_caps: tuple[tuple[str, int], ...]) -> dict[str, int]:
+    return dict(pool_caps)
 
 
 @dataclass(frozen=True)

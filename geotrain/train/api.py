@@ -13,6 +13,7 @@ tells it where checkpoints go and when a preemption is coming::
     api.on_preemption_notice(lambda: ...)   # e.g. set a flag; save at the next step boundary
     if api.preemption_notice():             # or poll: the deadline (unix time) or None
         ...
+    api.report_progress(samples=batch_size) # after each step: what ``geotrain profile`` counts
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -61,3 +63,13 @@ def preemption_notice() -> float | None:
 def on_preemption_notice(callback: Callable[[], None]) -> None:
     """Call ``callback`` (in the main thread, between bytecodes: keep it short) when a notice arrives."""
     signal.signal(signal.SIGUSR1, lambda signum, frame: callback())
+
+
+def report_progress(samples: int) -> None:
+    """Say that one step of ``samples`` samples is done. ``geotrain profile`` times these reports (a
+    script that makes them needs no ``--samples-per-step``); elsewhere this does nothing."""
+    path = os.environ.get("GEOTRAIN_PROGRESS_FILE")
+    if not path:
+        return
+    with open(path, "a", encoding="utf-8") as out:
+        out.write(json.dumps({"t": time.time(), "samples": int(samples)}) + "\n")

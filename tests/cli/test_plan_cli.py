@@ -31,3 +31,29 @@ def test_a_rates_file_replaces_the_bundled_rate_and_is_measured(tmp_path):
 def test_a_missing_rates_file_is_an_input_error():
     result = runner.invoke(app, ["plan", "--workload", "convnext-large", "--nodes", NODES, "--rates", "/nonexistent.csv"])
     assert result.exit_code == 2 and "no such file" in result.output
+
+
+def test_the_plan_file_carries_the_rates_and_the_capacity_confidence_so_a_re_plan_uses_them(tmp_path):
+    from geotrain.planning.planfile import load_plan
+    from geotrain.planning.planner import build_context
+    from geotrain.pricing.snapshot import bundled_snapshot
+
+    rates = tmp_path / "rates.csv"
+    rates.write_text("workload,accelerator,samples_per_s\nconvnext-large,T4,161.6\n")
+    out = tmp_path / "plan.json"
+    result = runner.invoke(app, ["plan", "--workload", "convnext-large", "--nodes", NODES, "--rates", str(rates),
+                                 "--capacity-confidence", "0.5", "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    job = load_plan(out).job  # what the launcher re-plans with
+    assert job.rates_file == str(rates.resolve()) and job.constraints.capacity_confidence == 0.5
+    ctx = build_context(job, bundled_snapshot())
+    t4 = [c for c in ctx.problem.candidates if ctx.candidates.offers[c.key].shape.accelerator == "T4"
+          and ctx.candidates.offers[c.key].shape.accelerator_count == 1]
+    assert t4 and all(c.rate == 161.6 for c in t4 if ctx.candidates.offers[c.key].location.cloud != "onprem")
+    assert ctx.problem.limits.pool_caps  # the capacity model's caps are back
+
+
+def test_a_capacity_confidence_out_of_range_is_an_input_error():
+    result = runner.invoke(app, ["plan", "--workload", "convnext-large", "--nodes", NODES,
+                                 "--capacity-confidence", "1.5"])
+    assert result.exit_code == 2 and "capacity" in result.output, result.output

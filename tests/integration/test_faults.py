@@ -66,20 +66,78 @@ def test_capacity_throttling_and_an_unknown_outcome_are_met_and_the_run_complete
         Fault(FaultKind.CAPACITY, scope=ZONE_B),  # the second planned node's zone has no capacity
         Fault(FaultKind.TIMEOUT, after=1),  # a later launch times out, though its node was made
     ]
-    provider, launcher, run_id = launch(tmp_path, faults)
+    plan = make_plan()
+    provider, launcher, run_id = launch(tmp_path, faults, plan)
     outcome = launcher.run()
     assert outcome.status == "completed", outcome
     seen = kinds(run_id)
-    assert seen[EventKind.THROTTLED] == 2 and seen[EventKind.LAUNCH_FAILED] == 1 and seen[EventKind.REPLANNED] >= 1
+    # the zone without capacity is met by the plan's first fallback for it: no solver runs
+    assert seen[EventKind.THROTTLED] == 2 and seen[EventKind.LAUNCH_FAILED] == 1
+    assert seen[EventKind.FELL_BACK] == 1 and seen[EventKind.REPLANNED] == 0
     failed = Ledger().events(run_id, kinds=(EventKind.LAUNCH_FAILED,))[0]
     assert failed.detail["failure"] == "capacity" and failed.detail["scope"] == ZONE_B
     assert ZONE_B in {e.detail["scope"] for e in Ledger().events(run_id, kinds=(EventKind.BLOCKED,))}
     reconciled = Ledger().events(run_id, kinds=(EventKind.RECONCILED,))
     assert len(reconciled) == 1 and len(reconciled[0].detail["found"]) == 1  # settled by listing, not relaunched
     nodes = Ledger().nodes(run_id)
+    first = plan.fallbacks_for(ZONE_B)[0].moves[0][1]
     assert len(nodes) == 2 and not any(n.zone == "use1-az1" for n in nodes)
+    assert first.offer_id in {n.offer_id for n in nodes}
     assert reconciled[0].detail["found"][0] in {n.node_id for n in nodes}
     assert_nothing_twice_nothing_left(provider, run_id)
+
+
+def test_fallbacks_are_walked_in_order_then_the_job_is_planned_again(tmp_path):
+    plan = make_plan()
+    fallbacks = plan.fallbacks_for(ZONE_B)
+    assert len(fallbacks) >= 2
+    # the plan's figures for each fallback are the perf model's for the moved mix
+    from geotrain.planning.planner import build_context, predict_groups
+    from geotrain.domain import NodeGroup
+
+    ctx = build_context(plan.job, bundled_snapshot(), options=PlanOptions(frontier_points=0, provider="local"))
+    kept = [NodeGroup(i.offer, i.count) for i in plan.items if i.offer.location.zone_scope != ZONE_B]
+    for f in fallbacks:
+        moved = predict_groups(ctx, kept + [NodeGroup(o, 1) for _, o in f.moves])
+        assert f.usd_per_hour == pytest.approx(moved.usd_per_hour, rel=1e-6)
+    assert [f.usd_per_hour for f in fallbacks] == sorted(f.usd_per_hour for f in fallbacks)
+    second = fallbacks[1].moves[0][1]
+    faults = [Fault(FaultKind.CAPACITY, scope=ZONE_B), Fault(FaultKind.CAPACITY, scope=fallbacks[0].moves[0][1].offer_id)]
+    provider, launcher, run_id = launch(tmp_path, faults, plan)
+    assert launcher.run().status == "completed"
+    fell = Ledger().events(run_id, kinds=(EventKind.FELL_BACK,))
+    assert [e.detail["moves"] for e in fell] == [{k: o.offer_id for k, o in f.moves} for f in fallbacks[:2]]
+    assert fell[-1].detail["wanted"] == {plan.items[0].offer.offer_id: 1, second.offer_id: 1} or \
+        fell[-1].detail["wanted"] == {i.offer.offer_id: 1 for i in plan.items if i.offer.location.zone_scope != ZONE_B}
+    assert second.offer_id in {n.offer_id for n in Ledger().nodes(run_id)}
+    assert kinds(run_id)[EventKind.REPLANNED] == 0
+    assert_nothing_twice_nothing_left(provider, run_id)
+
+    # every fallback of the zone out of capacity too: the job is planned again around them
+    faults = [Fault(FaultKind.CAPACITY, scope=ZONE_B)] + [Fault(FaultKind.CAPACITY, scope=f.moves[0][1].offer_id)
+                                                           for f in fallbacks]
+    provider, launcher, run_id = launch(tmp_path / "again", faults, plan)
+    assert launcher.run().status == "completed"
+    seen = kinds(run_id)
+    assert seen[EventKind.FELL_BACK] == len(fallbacks) and seen[EventKind.REPLANNED] >= 1
+    assert_nothing_twice_nothing_left(provider, run_id)
+
+
+def test_a_launcher_resumed_from_the_ledger_wants_what_the_fallback_left(tmp_path):
+    from geotrain.launcher.provisioning import block, fall_back
+
+    plan = make_plan()
+    _, launcher, run_id = launch(tmp_path, [], plan)
+    block(launcher, ZONE_B, "no capacity")
+    assert fall_back(launcher, Counter(), cause="capacity in " + ZONE_B)
+    target = plan.fallbacks_for(ZONE_B)[0].moves[0][1]
+    assert launcher.wanted[target.offer_id] == 1 and launcher.stand_ins == {
+        next(i.offer.offer_id for i in plan.items if i.offer.location.zone_scope == ZONE_B): target.offer_id}
+    again = Launcher(plan, FakeProvider([]), options=launcher.options)
+    again.adopt(run_id)
+    assert again.wanted == launcher.wanted and again.stand_ins == launcher.stand_ins
+    assert again.offers[target.offer_id] == target and ZONE_B in again.blocked
+    assert not fall_back(again, Counter(), cause="nothing is missing in a blocked zone now")
 
 
 def test_a_quota_blocks_the_cloud_and_a_lost_launch_is_sent_again(tmp_path):

@@ -240,9 +240,8 @@ def test_capacity_confidence_caps_each_zone_pool_and_the_plan_says_the_whole_mix
     from geotrain.pricing.capacity import CapacityModel
 
     model = CapacityModel.bundled()
-    options = replace(FAST, capacity_confidence=0.5)
-    plan = plan_for(objective=Objective.MIN_COST, target_samples_per_s=300, options=options,
-                    constraints=Constraints(accelerators=frozenset({"T4"})))
+    plan = plan_for(objective=Objective.MIN_COST, target_samples_per_s=300, options=FAST,
+                    constraints=Constraints(accelerators=frozenset({"T4"}), capacity_confidence=0.5))
     units: dict[str, int] = {}
     for item in plan.items:
         pool = model.pool_of(item.offer)
