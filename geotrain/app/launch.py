@@ -8,7 +8,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from geotrain.errors import InputError
-from geotrain.launcher.loop import Launcher, check_checkpoint_url
+from geotrain.launcher.loop import Launcher
+from geotrain.launcher.workers import check_checkpoint_url
 from geotrain.launcher.options import LaunchOptions, RunOutcome, Status
 from geotrain.launcher.preemptions import PreemptionSchedule, load_trace, parse_times
 from geotrain.launcher.training import Training, resolve_training

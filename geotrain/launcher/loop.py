@@ -4,14 +4,16 @@ A *generation* is one set of nodes training together. The loop:
 
 1. makes sure the wanted nodes exist, launching only what is missing and meeting the provider's
    failures (capacity, quota, throttling, unknown outcomes, nodes that die booting) by blocking their
-   scope and re-planning (``geotrain.launcher.provisioning``);
+   scope and moving the missing nodes to the plan's fallbacks, or re-planning
+   (``geotrain.launcher.provisioning``);
 2. starts one worker per node (``geotrain.train.runtime`` with the plan's workload and sync settings,
    or the user's command) with the ranks in location order, the rendezvous in the launcher's own TCP
    store (a stable host: it does not die with a preempted node), and a new store prefix per
    generation; a node that dies before its worker starts is a boot failure, not a preemption;
 3. watches the workers and the provider: all workers done → the run is complete; a node preempted
-   or lost → its zone is blocked for a while, the plan is solved again with the surviving nodes kept
-   and the blocked zones left out, only the difference is launched, and the next generation resumes
+   or lost → its zone is blocked for a while, its nodes go to the zone's fallback (or the plan is
+   solved again with the surviving nodes kept and the blocked zones left out), only the difference
+   is launched, and the next generation resumes
    from the newest committed checkpoint; a worker failing while every node is up → an error restart
    (at most ``max_restarts``; preemptions never use this budget).
 
@@ -29,7 +31,6 @@ import json
 import os
 import secrets
 import signal
-import socket
 import sys
 import threading
 import time
@@ -41,14 +42,14 @@ from pathlib import Path
 from geotrain.billing import run_cost
 from geotrain.config import sync_to_mapping
 from geotrain.domain import Offer, Plan
-from geotrain.errors import GeotrainError, InputError, ProviderError, RunError
+from geotrain.errors import GeotrainError, ProviderError, RunError
 from geotrain.files import atomic_write_text, geotrain_home
 from geotrain.launcher.injector import Injector
 from geotrain.launcher.options import LaunchOptions, RunOutcome, Status
 from geotrain.launcher.provisioning import boot_failed, launch_missing, mend, survivors_of, track_untracked
 from geotrain.launcher.training import Training, resolve_training
+from geotrain.launcher.workers import check_checkpoint_url, child_env, free_port, kill_stale_workers, node_dir, open_store
 from geotrain.ledger import EventKind, Ledger, RunStatus
-from geotrain.procs import environ_has
 from geotrain.providers.base import NodeInfo, NodeProcess, NodeState, Provider
 
 PEER_LOST = 75
@@ -145,7 +146,7 @@ class Launcher:
         self.preemptions = len(self.ledger.events(run_id, kinds=(EventKind.PREEMPTED,)))
         self.restarts = len(self.ledger.events(run_id, kinds=(EventKind.WORKER_FAILED,)))
         if generations:
-            _kill_stale_workers(generations[-1].detail.get("pids", {}), run_id)
+            kill_stale_workers(generations[-1].detail.get("pids", {}), run_id)
         adopted = [n.node_id for n in self.alive_nodes()]
         self.ledger.event(run_id, EventKind.RESUMED, adopted=adopted, launcher_pid=os.getpid())
 
@@ -311,18 +312,18 @@ class Launcher:
         }
         path = self.run_dir / f"generation-{self.generation}.json"
         atomic_write_text(path, json.dumps(config, indent=2))
-        master_port = _free_port()
+        master_port = free_port()
         shared = self.provider.capabilities.shared_host  # one host: ranks are its local ranks
         self._procs = {}
         for rank, node in enumerate(members):
-            env = _child_env({
+            env = child_env({
                 "RANK": str(rank), "WORLD_SIZE": str(world),
                 "LOCAL_RANK": str(rank if shared else 0), "LOCAL_WORLD_SIZE": str(world if shared else 1),
                 "GROUP_RANK": str(rank), "MASTER_ADDR": members[0].address, "MASTER_PORT": str(master_port),
                 "GEOTRAIN_RUN_ID": self.run_id, "GEOTRAIN_NODE_ID": node.node_id,
                 "GEOTRAIN_GENERATION": str(self.generation), "GEOTRAIN_CHECKPOINT_URL": self.options.checkpoint_url,
                 "GEOTRAIN_HOME": str(geotrain_home()), "GEOTRAIN_REGION": node.location.region_scope,
-                "GEOTRAIN_NODE_DIR": str(_node_dir(self.provider, node.node_id) or ""),
+                "GEOTRAIN_NODE_DIR": str(node_dir(self.provider, node.node_id) or ""),
                 "GEOTRAIN_SYNC": json.dumps(sync_to_mapping(t.sync)), "GEOTRAIN_WORKLOAD": self.plan.job.workload,
                 "OMP_NUM_THREADS": "1",
             })
@@ -476,66 +477,7 @@ class Launcher:
             self.on_status(s)
 
 
-def open_store(dist, shared_host: bool):  # noqa: ANN001, ANN201 - torch.distributed is imported by the caller
-    """The launcher's rendezvous store, listening where the nodes need it and nowhere else: on loopback
-    when every node is a process on this machine. torch's TCPStore has no authentication, so its keys
-    also live under a per-run random prefix that only the run's (private) generation files carry."""
-    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    listener.bind(("127.0.0.1" if shared_host else "0.0.0.0", 0))
-    listener.listen(512)
-    try:
-        store = dist.TCPStore("127.0.0.1", listener.getsockname()[1], is_master=True, wait_for_workers=False,
-                              master_listen_fd=listener.fileno())
-    except BaseException:
-        listener.close()
-        raise
-    listener.detach()  # the store owns the socket now (it closes it when it goes)
-    return store
-
-
-def check_checkpoint_url(url: str) -> None:
-    """Refuse a checkpoint location the workers cannot share, before any node starts: one that cannot
-    be written (a probe is written, read back and deleted), or this process's own memory."""
-    from geotrain.train.checkpoint import CheckpointStore
-
-    store = CheckpointStore(url)
-    if store.in_process_memory:
-        raise InputError(f"--checkpoint-url {url!r}: memory:// lives in one process's memory, and every worker "
-                         "is a process of its own; give a directory or an object store URL (s3://, gs://, az://)")
-    store.probe()
-
-
-def _node_dir(provider: Provider, node_id: str) -> Path | None:
-    getter = getattr(provider, "node_dir", None)
-    return getter(node_id) if getter else None
-
-
-def _child_env(extra: dict[str, str]) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("RANK", "WORLD_SIZE", "MASTER_", "LOCAL_RANK"))}
-    env.update(extra)
-    return env
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _offer_from_record(record: dict) -> Offer:
     from geotrain.pricing.records import offers_from_records
 
     return offers_from_records([record], "ledger")[0]
-
-
-def _kill_stale_workers(pids: dict[str, int], run_id: str) -> None:
-    """Kill workers of the previous launcher's last generation that still run (checked by run id)."""
-    for pid in pids.values():
-        if environ_has(pid, "GEOTRAIN_RUN_ID", run_id):
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass

@@ -1,0 +1,70 @@
+"""What a run's workers need from the launcher's host: the rendezvous store, a free port, their
+environment and node directory, and the workers a dead launcher left behind, killed."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+from pathlib import Path
+
+from geotrain.errors import InputError
+from geotrain.procs import environ_has
+from geotrain.providers.base import Provider
+
+
+def open_store(dist, shared_host: bool):  # noqa: ANN001, ANN201 - torch.distributed is imported by the caller
+    """The launcher's rendezvous store, listening where the nodes need it and nowhere else: on loopback
+    when every node is a process on this machine. torch's TCPStore has no authentication, so its keys
+    also live under a per-run random prefix that only the run's (private) generation files carry."""
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind(("127.0.0.1" if shared_host else "0.0.0.0", 0))
+    listener.listen(512)
+    try:
+        store = dist.TCPStore("127.0.0.1", listener.getsockname()[1], is_master=True, wait_for_workers=False,
+                              master_listen_fd=listener.fileno())
+    except BaseException:
+        listener.close()
+        raise
+    listener.detach()  # the store owns the socket now (it closes it when it goes)
+    return store
+
+
+def check_checkpoint_url(url: str) -> None:
+    """Refuse a checkpoint location the workers cannot share, before any node starts: one that cannot
+    be written (a probe is written, read back and deleted), or this process's own memory."""
+    from geotrain.train.checkpoint import CheckpointStore
+
+    store = CheckpointStore(url)
+    if store.in_process_memory:
+        raise InputError(f"--checkpoint-url {url!r}: memory:// lives in one process's memory, and every worker "
+                         "is a process of its own; give a directory or an object store URL (s3://, gs://, az://)")
+    store.probe()
+
+
+def node_dir(provider: Provider, node_id: str) -> Path | None:
+    getter = getattr(provider, "node_dir", None)
+    return getter(node_id) if getter else None
+
+
+def child_env(extra: dict[str, str]) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RANK", "WORLD_SIZE", "MASTER_", "LOCAL_RANK"))}
+    env.update(extra)
+    return env
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def kill_stale_workers(pids: dict[str, int], run_id: str) -> None:
+    """Kill workers of the previous launcher's last generation that still run (checked by run id)."""
+    for pid in pids.values():
+        if environ_has(pid, "GEOTRAIN_RUN_ID", run_id):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
