@@ -102,8 +102,9 @@ def _phase_reached(ledger, run_id: str, phase: str, steps: int) -> bool:  # noqa
                 later = kinds[n + 1:]
                 if EventKind.GENERATION_STARTED in later:
                     continue
-                # recovery: the preemption is recorded; replacement: the new mix is planned, its node boots
-                return phase == "recovery" or EventKind.REPLANNED in later
+                # recovery: the preemption is recorded; replacement: the new mix is chosen (the plan's
+                # fallback for the zone, or a re-plan) and its node boots
+                return phase == "recovery" or EventKind.REPLANNED in later or EventKind.FELL_BACK in later
         return False
     raise ValueError(phase)
 
