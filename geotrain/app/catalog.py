@@ -10,7 +10,9 @@ from geotrain.domain import Continent, Market
 from geotrain.pricing.catalog import ImportOutcome, comparison_view, import_into_catalog, summary
 from geotrain.pricing.importers import FileFormat
 from geotrain.pricing.schema import COLUMN_NAMES, to_text
-from geotrain.pricing.snapshot import BUNDLED, OfferFilter, PriceSnapshot, SnapshotStore, bundled_snapshot
+from geotrain.pricing.snapshot import (
+    BUNDLED, OfferFilter, PriceSnapshot, SnapshotStore, bundled_snapshot, staleness_words,
+)
 
 DEFAULT_ROWS = 40
 FILE_FORMATS = tuple(f.value for f in FileFormat)
@@ -43,6 +45,15 @@ def list_offers(*, clouds: tuple[str, ...] = (), regions: tuple[str, ...] = (), 
     view = comparison_view(snapshot, offer_filter)
     shown = view if not limit and (as_json or limit == 0) else view.head(limit or DEFAULT_ROWS)
     return OfferListing(shown, len(view), snapshot)
+
+
+def staleness(listing: OfferListing) -> str | None:
+    """A warning when the listed offers' prices are old (``pricing.snapshot.STALE_AFTER_DAYS``)."""
+    view = listing.view
+    bought = view[view["market"] != "owned"]["observed_at"] if not view.empty else view
+    if len(bought) == 0:
+        return None
+    return staleness_words(bought.max().to_pydatetime(), bought.min().to_pydatetime())
 
 
 def offer_records(view: Any) -> list[dict[str, Any]]:

@@ -92,6 +92,7 @@ def root(
 
 
 from geotrain.cli import catalog as _catalog  # noqa: E402  (registers the sub-commands)
+from geotrain.cli import check as _check  # noqa: E402
 from geotrain.cli import estimate as _estimate  # noqa: E402
 from geotrain.cli import launch as _launch  # noqa: E402
 from geotrain.cli import plan as _plan  # noqa: E402
@@ -105,6 +106,7 @@ app.command("launch", context_settings={"allow_extra_args": True})(_launch.launc
 app.command("status")(_launch.status)
 app.command("stop")(_launch.stop)
 app.command("cost-report")(_report.cost_report)
+app.command("check")(_check.check)
 app.command("profile", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})(_profile.profile)
 
 

@@ -46,6 +46,9 @@ def list_offers(
         print_json(catalog.offer_records(listing.view))
         return
     _render_offers(listing.view, total=listing.total, snapshot=listing.snapshot)
+    stale = catalog.staleness(listing)
+    if stale is not None:
+        console().print(f"note: {stale}.")
 
 
 def _render_offers(view, *, total: int, snapshot) -> None:  # noqa: ANN001
@@ -107,7 +110,10 @@ def show(
     out.print(f"[bold]{info['snapshot_id']}[/bold]  {info['label']}"
               + (f"  (parent {info['parent_id']})" if info["parent_id"] else ""))
     out.print(f"offers: {info['offers']}  regions: {info['regions']}  clouds: {', '.join(info['clouds'])}")
-    out.print(f"observed: {info['observed_from'][:10]} .. {info['observed_to'][:10]}")
+    out.print(f"observed: {info['observed_from'][:10]} .. {info['observed_to'][:10]} "
+              f"(newest {info['newest_age_days']:.0f} days old)")
+    if info["stale"]:
+        out.print(f"note: {info['stale']}.")
     out.print(f"continents: {', '.join(info['continents'])}")
     out.print(f"accelerators: {', '.join(info['accelerators'])}")
     for row in info["by_cloud_and_market"]:
@@ -159,3 +165,76 @@ def use(snapshot_id: str = typer.Argument(..., help="Snapshot id, or 'bundled'."
 
     snapshot = catalog.use(snapshot_id)
     console().print(f"Current snapshot: {snapshot.snapshot_id} ({snapshot.label}, {len(snapshot)} offers).")
+
+
+@app.command("refresh")
+def refresh(
+    cloud: list[str] = typer.Option(None, "--cloud", help="aws, gcp, azure (repeat or comma-separate; default all)."),
+    region: list[str] = typer.Option(None, "--regions", "--region", help="Only these regions, e.g. us-east-1."),
+    accelerator: list[str] = typer.Option(None, "--accelerators", "--accelerator",
+                                          help="Only these accelerator models, e.g. T4,A100."),
+    as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+) -> None:
+    """Fetch live prices, capacity and interruption signals from the clouds into a new current snapshot."""
+    import sys
+
+    from geotrain.app import refresh as live
+
+    def progress(cloud_name: str, region_name: str, what: str) -> None:
+        if not as_json:
+            print(f"  {cloud_name} {region_name}: {what}", file=sys.stderr, flush=True)
+
+    outcome = live.refresh(live.RefreshRequest(split_values(cloud), split_values(region), split_values(accelerator)),
+                           progress=progress)
+    summary = {
+        "snapshot_id": outcome.snapshot.snapshot_id, "parent_id": outcome.parent_id, "offers": outcome.offers,
+        "snapshot_offers": len(outcome.snapshot), "seconds": round(outcome.seconds, 2),
+        "clouds": [{"cloud": r.cloud, "offers": len(r.rows), "skipped": [list(s) for s in r.skipped],
+                    "signals": dict(r.signals), "calls": dict(r.calls)} for r in outcome.results],
+        "failed": [list(f) for f in outcome.failed], "unmapped_regions": [list(u) for u in outcome.unmapped],
+    }
+    if as_json:
+        print_json(summary)
+        return
+    out = console()
+    for r in outcome.results:
+        signals = ", ".join(f"{n} {k}" for k, n in sorted(r.signals.items())) or "no capacity or interruption signals"
+        out.print(f"{r.cloud}: {len(r.rows)} offers ({signals})")
+        for region_name, why in r.skipped:
+            out.print(f"  skipped {region_name}: {why}")
+    for cloud_name, why in outcome.failed:
+        out.print(f"{cloud_name}: not refreshed: {why}")
+    for cloud_name, region_name in outcome.unmapped:
+        out.print(f"{cloud_name}/{region_name}: left out (not in geotrain's region map)")
+    out.print(f"snapshot {outcome.snapshot.snapshot_id} ({len(outcome.snapshot)} offers, {outcome.offers} refreshed, "
+              f"merged into {outcome.parent_id}) is now current; {outcome.seconds:.1f} s")
+
+
+@app.command("history")
+def history(
+    instance_type: str = typer.Option(..., "--instance-type", help="Instance type, e.g. g4dn.xlarge."),
+    zone: str = typer.Option(None, "--zone", help="Zone (AWS: AZ id such as use1-az4)."),
+    region: str = typer.Option(None, "--region", help="Region, e.g. us-east-1."),
+    cloud: str = typer.Option(None, "--cloud", help="aws, gcp, azure."),
+    market: str = typer.Option("spot", "--market", help="spot or on_demand."),
+    as_json: bool = typer.Option(False, "--json", help="Print the history as JSON."),
+) -> None:
+    """The price of one instance type over time, from every stored snapshot (refreshes and imports)."""
+    from geotrain.app import refresh as live
+
+    checked((market,), ("spot", "on_demand"), "--market")
+    rows = live.history(instance_type=instance_type, zone=zone, region=region, cloud=cloud, market=market)
+    records = [{"cloud": r.cloud, "region": r.region, "zone": r.zone, "price_usd_per_hour": float(r.price_usd_per_hour),
+                "observed_at": r.observed_at.strftime("%Y-%m-%dT%H:%M:%SZ"), "source": r.source,
+                "snapshot_id": r.snapshot_id} for r in rows.itertuples(index=False)]
+    if as_json:
+        print_json(records)
+        return
+    out = console()
+    if not records:
+        out.print(f"No {market} price of {instance_type} in any stored snapshot; check the names "
+                  "(`geotrain catalog list --instance-type ...`)")
+        return
+    for r in records:
+        out.print(f"{r['observed_at']}  {r['cloud']}/{r['region']}/{r['zone'] or '*'}  {usd(r['price_usd_per_hour'])}/h"
+                  f"  ({r['source']}, {r['snapshot_id']})")

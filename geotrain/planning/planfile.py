@@ -80,7 +80,8 @@ def advantage(plan: Plan, baseline: Baseline) -> tuple[float | None, str]:
     if plan.job.objective is Objective.MAX_THROUGHPUT:
         if not baseline.samples_per_s:
             return None, "trains"
-        return plan.totals.goodput_samples_per_s / baseline.samples_per_s - 1, "trains"
+        # like with like: a baseline records the perf model's samples/s before interruptions, as the plan's totals do
+        return plan.totals.samples_per_s / baseline.samples_per_s - 1, "trains"
     return savings(plan, baseline), "saves"
 
 

@@ -32,7 +32,7 @@ from geotrain.pricing.capacity import CapacityModel
 from geotrain.pricing.egress import EgressPrices
 from geotrain.pricing.geography import continent_of
 from geotrain.pricing.inventory import Inventory, inventory_table
-from geotrain.pricing.snapshot import PriceSnapshot, offers_from_table
+from geotrain.pricing.snapshot import PriceSnapshot, offers_from_table, staleness_words
 from geotrain.providers.base import LOCAL_PROVIDER
 from geotrain.solver.problem import Limits, Problem
 from geotrain.solver.result import SearchResult, SolveStatus
@@ -420,6 +420,10 @@ def assemble(ctx: PlanningContext, snapshot: PriceSnapshot, result: SearchResult
 
 def assumptions_of(ctx: PlanningContext, estimate: Estimate) -> tuple[str, ...]:
     out = [f"an interruption costs {ctx.options.recovery_h * 60:.0f} min of a node's work (checkpoint + restart)"]
+    bought = [g.offer.observed_at for g in estimate.groups if g.offer.market.value != "owned"]
+    stale = staleness_words(max(bought), min(bought)) if bought else None
+    if stale is not None:
+        out.append(f"the planned offers' {stale}")
     host = ctx.perf.host
     if host is not None:
         out.append(f"predicted for the local provider: every node is a process on this machine ({host.cores} cores"

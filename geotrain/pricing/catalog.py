@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 
 from geotrain.pricing.importers import FileFormat, ImportResult, import_offers
-from geotrain.pricing.snapshot import BUNDLED, OfferFilter, PriceSnapshot, SnapshotStore
+from geotrain.pricing.snapshot import BUNDLED, OfferFilter, PriceSnapshot, SnapshotStore, age_days, staleness_words
 
 _PLACE = ["cloud", "region", "zone", "instance_type"]
 
@@ -87,6 +87,8 @@ def summary(snapshot: PriceSnapshot) -> dict:
         "offers": len(table),
         "observed_from": first.isoformat(),
         "observed_to": last.isoformat(),
+        "newest_age_days": round(age_days(last), 1),
+        "stale": staleness_words(last, first),
         "clouds": sorted(table["cloud"].unique().tolist()),
         "regions": int(table[["cloud", "region"]].drop_duplicates().shape[0]),
         "continents": sorted(table["continent"].unique().tolist()),
@@ -94,3 +96,32 @@ def summary(snapshot: PriceSnapshot) -> dict:
         "by_cloud_and_market": [{k: (int(v) if k == "offers" else v) for k, v in r.items()} for r in counts],
         "sources": sorted(table["source"].unique().tolist()),
     }
+
+
+def price_history(store: SnapshotStore, *, instance_type: str, zone: str | None = None, region: str | None = None,
+                  cloud: str | None = None, market: str = "spot") -> pd.DataFrame:
+    """Prices of one instance type (in a zone or region) in every stored snapshot and the bundled one:
+    one row per distinct observation (observed_at, price), oldest first, with the first snapshot that
+    holds it."""
+    from geotrain.pricing.snapshot import bundled_snapshot
+
+    frames = []
+    listing = [(bundled_snapshot().snapshot_id, None)] + [(m["snapshot_id"], m) for m in store.listing()]
+    for snapshot_id, _ in reversed(listing):  # oldest stored first
+        table = store.load(snapshot_id).table
+        mask = (table["instance_type"] == instance_type) & (table["market"] == market)
+        if zone is not None:
+            mask &= table["zone"] == zone
+        if region is not None:
+            mask &= table["region"] == region
+        if cloud is not None:
+            mask &= table["cloud"] == cloud
+        rows = table[mask][["cloud", "region", "zone", "instance_type", "market", "price_usd_per_hour", "observed_at",
+                            "source"]].copy()
+        rows["snapshot_id"] = snapshot_id
+        frames.append(rows)
+    if not frames:
+        return pd.DataFrame()
+    out = pd.concat(frames, ignore_index=True)
+    out = out.drop_duplicates(subset=["cloud", "region", "zone", "observed_at", "price_usd_per_hour"], keep="first")
+    return out.sort_values(["observed_at", "cloud", "region", "zone"], kind="stable").reset_index(drop=True)

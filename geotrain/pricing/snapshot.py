@@ -139,6 +139,24 @@ class PriceSnapshot:
         return times.min().to_pydatetime(), times.max().to_pydatetime()
 
 
+STALE_AFTER_DAYS = 7.0  # spot prices move within days: older prices are flagged, with how to refresh them
+REFRESH_HINT = "spot prices move within days: `geotrain catalog refresh` fetches live ones"
+
+
+def age_days(observed_at: datetime, now: datetime | None = None) -> float:
+    return ((now or utc_now()) - observed_at).total_seconds() / 86400
+
+
+def staleness_words(newest: datetime, oldest: datetime | None = None, now: datetime | None = None) -> str | None:
+    """A warning when prices are older than :data:`STALE_AFTER_DAYS`, else None."""
+    days = age_days(newest, now)
+    if days <= STALE_AFTER_DAYS:
+        return None
+    span = (f"{oldest:%Y-%m-%d} to {newest:%Y-%m-%d}" if oldest is not None and oldest.date() != newest.date()
+            else f"{newest:%Y-%m-%d}")
+    return f"prices observed {span}, the newest {days:.0f} days ago; {REFRESH_HINT}"
+
+
 def offers_from_table(table: pd.DataFrame) -> tuple[Offer, ...]:
     out = []
     for row in table.itertuples(index=False):

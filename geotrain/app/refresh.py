@@ -1,0 +1,62 @@
+"""``geotrain catalog refresh`` and ``geotrain check``: the clouds' own prices and signals, through
+each cloud's SDK and its standard credential chain."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from geotrain.errors import InputError
+from geotrain.pricing.live.base import CheckReport, FetchRequest, PriceSource, Progress, no_progress
+from geotrain.pricing.live.refresh import RefreshOutcome, refresh_catalog
+from geotrain.pricing.snapshot import SnapshotStore
+
+# cloud -> "module:class"; each class builds itself from the SDK's standard credential chain
+# (``from_environment``), so that nothing here knows a cloud's SDK
+SOURCES = {
+    "aws": "geotrain.pricing.live.aws:AwsSource",
+    "gcp": "geotrain.pricing.live.gcp:GcpSource",
+    "azure": "geotrain.pricing.live.azure:AzureSource",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class RefreshRequest:
+    clouds: tuple[str, ...] = ()  # () = every cloud
+    regions: tuple[str, ...] = ()
+    accelerators: tuple[str, ...] = ()
+
+
+def source_for(cloud: str) -> PriceSource:
+    module, _, name = SOURCES[cloud].partition(":")
+    cls = getattr(importlib.import_module(module), name)
+    return cls.from_environment()
+
+
+def chosen_clouds(clouds: Sequence[str]) -> tuple[str, ...]:
+    unknown = sorted(set(clouds) - set(SOURCES))
+    if unknown:
+        raise InputError(f"--cloud: {', '.join(unknown)} is not a cloud geotrain can refresh; "
+                         f"one of {', '.join(SOURCES)}")
+    return tuple(clouds) or tuple(SOURCES)
+
+
+def refresh(request: RefreshRequest, *, progress: Progress = no_progress,
+            make_source: Callable[[str], PriceSource] = source_for) -> RefreshOutcome:
+    sources = [make_source(cloud) for cloud in chosen_clouds(request.clouds)]
+    fetch = FetchRequest(regions=frozenset(request.regions) or None,
+                         accelerators=frozenset(request.accelerators) or None)
+    return refresh_catalog(sources, store=SnapshotStore(), request=fetch, progress=progress)
+
+
+def check(clouds: Sequence[str] = (), *, make_source: Callable[[str], PriceSource] = source_for) -> list[CheckReport]:
+    return [make_source(cloud).check() for cloud in chosen_clouds(clouds)]
+
+
+def history(*, instance_type: str, zone: str | None = None, region: str | None = None, cloud: str | None = None,
+            market: str = "spot"):  # noqa: ANN201 - a pandas frame
+    from geotrain.pricing.catalog import price_history
+
+    return price_history(SnapshotStore(), instance_type=instance_type, zone=zone, region=region, cloud=cloud,
+                         market=market)

@@ -1,0 +1,331 @@
+"""The AWS price source: :class:`AwsSource`, the calls of a refresh and of ``geotrain check``.
+
+The rules (which call feeds which column, what is skipped, what raises) are in the docstring of
+:mod:`geotrain.pricing.live.aws`. Built on :mod:`.calls` (clients, error codes) and :mod:`.shapes`
+(answers → specs and prices)."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Mapping
+from datetime import datetime, timezone
+from typing import Any
+
+from geotrain.errors import CatalogError, CredentialsError
+from geotrain.pricing import interruption
+from geotrain.pricing.geography import continent_of
+from geotrain.pricing.live.aws.calls import (
+    CREDENTIAL_CODES,
+    CREDENTIALS_HINT,
+    SPOT_ADVISOR_URL,
+    SPOT_ADVISOR_URL_ENV,
+    AwsCalls,
+    ClientFactory,
+    default_client_factory,
+    error_code,
+    error_message,
+    http_json,
+    term_match,
+)
+from geotrain.pricing.live.aws.check import check_access
+from geotrain.pricing.live.aws.shapes import (
+    InstanceSpec,
+    checked_price,
+    enabled_regions,
+    instance_spec,
+    product_price,
+    spot_advisor_bands,
+    availability_zone_ids,
+)
+from geotrain.pricing.live.base import CheckReport, FetchRequest, Progress, SourceResult, no_progress, offer_row
+
+
+class _RegionFailed(Exception):
+    def __init__(self, why: str) -> None:
+        super().__init__(why)
+        self.why = why
+
+
+class AwsSource:
+    """Prices, capacity and interruption signals of AWS (see the module docstring for the rules)."""
+
+    cloud = "aws"
+
+    def __init__(self, client_factory: ClientFactory | None = None, *, endpoint_url: str | None = None,
+                 home_region: str = "us-east-1", pricing_region: str = "us-east-1",
+                 spot_advisor_url: str = SPOT_ADVISOR_URL,
+                 fetch_json: Callable[[str], Any] | None = None,
+                 placement_scores: bool = True, placement_capacity: int = 8, likely_score: int = 7,
+                 sleep: Callable[[float], None] = time.sleep, attempts: int = 6, first_pause_s: float = 0.5,
+                 clock: Callable[[], datetime] | None = None) -> None:
+        self._api = AwsCalls(client_factory or default_client_factory(endpoint_url),
+                             sleep=sleep, attempts=attempts, first_pause_s=first_pause_s)
+        self.home_region, self.pricing_region = home_region, pricing_region
+        self.spot_advisor_url = spot_advisor_url
+        self._fetch_json = fetch_json or http_json
+        self.placement_scores, self.placement_capacity, self.likely_score = (
+            placement_scores, placement_capacity, likely_score)
+        self._clock = clock or (lambda: datetime.now(timezone.utc))
+        self._specs: dict[str, InstanceSpec | None] = {}  # type → spec (None: no accelerator); global
+
+    @classmethod
+    def from_environment(cls) -> AwsSource:
+        """The source as ``geotrain catalog refresh`` and ``geotrain check`` build it; no network call.
+
+        - credentials: boto3's standard chain (AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, AWS_PROFILE,
+          ~/.aws/credentials and ~/.aws/config, SSO, container or instance metadata), resolved at the
+          first API call, not here;
+        - home region (DescribeRegions, GetSpotPlacementScores, the ``check`` probes): the region boto3
+          is configured with (AWS_DEFAULT_REGION or the ``region`` of the profile), else
+          us-east-1; the Price List API stays in us-east-1;
+        - endpoint: AWS_ENDPOINT_URL (and AWS_ENDPOINT_URL_<SERVICE>), honoured by boto3 itself;
+        - ``GEOTRAIN_AWS_SPOT_ADVISOR_URL``: the Spot Advisor feed to read instead of
+          :data:`SPOT_ADVISOR_URL` (a mirror, or a fake in tests) when set and not empty.
+
+        An AWS configuration boto3 cannot read (AWS_PROFILE naming no profile …) → CredentialsError."""
+        import boto3
+        from botocore.exceptions import BotoCoreError
+
+        feed_url = os.environ.get(SPOT_ADVISOR_URL_ENV) or SPOT_ADVISOR_URL
+        try:
+            home_region = boto3.session.Session().region_name or "us-east-1"
+            return cls(home_region=home_region, spot_advisor_url=feed_url)
+        except BotoCoreError as exc:  # ProfileNotFound (AWS_PROFILE names no profile), an unreadable config
+            raise CredentialsError(f"AWS: {exc}; {CREDENTIALS_HINT}", scope="aws") from exc
+
+    # ------------------------------------------------------------------ fetch
+
+    def fetch(self, request: FetchRequest, progress: Progress = no_progress) -> SourceResult:
+        self._api.counts = defaultdict(int)
+        self._specs = {}
+        observed = _iso(request.observed_at or self._clock())
+        skipped: list[tuple[str, str]] = []
+        regions = self._regions(request, skipped)
+        progress(self.cloud, "*", "spot advisor feed")
+        bands = self._bands(skipped)
+        rows: list[dict[str, Any]] = []
+        spot_types: dict[str, set[str]] = defaultdict(set)  # type → regions with a spot price
+        for region in regions:
+            try:
+                region_rows = self._region(region, request, observed, bands, progress)
+            except _RegionFailed as exc:
+                skipped.append((region, exc.why))
+                continue
+            rows += region_rows
+            for row in region_rows:
+                if row["market"] == "spot":
+                    spot_types[row["instance_type"]].add(region)
+        if self.placement_scores and spot_types:
+            progress(self.cloud, "*", "placement scores")
+            self._apply_scores(rows, spot_types, skipped)
+        signals = {"capacity_hint": sum(1 for r in rows if r["capacity_hint"] != ""),
+                   "interruption_band": sum(1 for r in rows if r["market"] == "spot" and r["interruption_band"] != ""),
+                   "availability": sum(1 for r in rows if r["availability"] != "")}
+        return SourceResult(cloud=self.cloud, rows=tuple(rows), skipped=tuple(skipped), signals=signals,
+                            calls=dict(self._api.counts))
+
+    def _regions(self, request: FetchRequest, skipped: list[tuple[str, str]]) -> list[str]:
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        try:
+            answer = self._api.call("ec2", self.home_region, "DescribeRegions")
+        except ClientError as exc:
+            code = error_code(exc)
+            if code in CREDENTIAL_CODES:
+                raise CredentialsError(f"AWS rejected the credentials ({code}); {CREDENTIALS_HINT}") from exc
+            skipped.append(("*", f"DescribeRegions in {self.home_region}: {code}: {error_message(exc)}; no region "
+                                 f"was refreshed (needs ec2:DescribeRegions)"))
+            return []
+        except BotoCoreError as exc:
+            skipped.append(("*", f"DescribeRegions in {self.home_region}: {type(exc).__name__}: {exc}; no region "
+                                 f"was refreshed (check the network or AWS_ENDPOINT_URL)"))
+            return []
+        enabled = enabled_regions(answer)
+        if request.regions is None:
+            return enabled
+        for region in sorted(request.regions - set(enabled)):
+            skipped.append((region, "not a region enabled for this AWS account (DescribeRegions does not list it)"))
+        return [r for r in enabled if r in request.regions]
+
+    def _bands(self, skipped: list[tuple[str, str]]) -> dict[tuple[str, str], str]:
+        """(region, instance type) → Spot Advisor band label (Linux)."""
+        self._api.counts["SpotAdvisorFeed"] += 1
+        try:
+            feed = self._fetch_json(self.spot_advisor_url)
+        except (OSError, ValueError) as exc:
+            skipped.append(("*", f"Spot Advisor feed {self.spot_advisor_url} unreachable ({exc}); "
+                                 f"interruption bands left empty"))
+            return {}
+        return spot_advisor_bands(feed, self.spot_advisor_url)
+
+    def _region(self, region: str, request: FetchRequest, observed: str,
+                bands: Mapping[tuple[str, str], str], progress: Progress) -> list[dict[str, Any]]:
+        from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
+
+        try:
+            return self._region_rows(region, request, observed, bands, progress)
+        except NoCredentialsError as exc:
+            raise CredentialsError(f"AWS: no credentials found; {CREDENTIALS_HINT}", scope=region) from exc
+        except ClientError as exc:
+            operation = exc.operation_name
+            raise _RegionFailed(f"{operation}: {error_code(exc)}: {error_message(exc)}") from exc
+        except BotoCoreError as exc:
+            raise _RegionFailed(f"{type(exc).__name__}: {exc}") from exc
+
+    def _region_rows(self, region: str, request: FetchRequest, observed: str,
+                     bands: Mapping[tuple[str, str], str], progress: Progress) -> list[dict[str, Any]]:
+        progress(self.cloud, region, "zones")
+        zones = self._api.call("ec2", region, "DescribeAvailabilityZones").get("AvailabilityZones")
+        zone_id = availability_zone_ids(zones, region)
+
+        progress(self.cloud, region, "instance types")
+        in_region = sorted({o["InstanceType"] for o in self._api.pages(
+            "ec2", region, "DescribeInstanceTypeOfferings", "InstanceTypeOfferings",
+            LocationType="region", MaxResults=1000)})
+        unknown = [t for t in in_region if t not in self._specs]
+        for chunk in _chunks(unknown, 100):
+            for record in self._api.pages("ec2", region, "DescribeInstanceTypes", "InstanceTypes",
+                                          InstanceTypes=chunk, MaxResults=100):
+                try:
+                    self._specs[record["InstanceType"]] = instance_spec(record)
+                except (KeyError, TypeError, ValueError) as exc:
+                    raise CatalogError(f"AWS DescribeInstanceTypes in {region}: {record.get('InstanceType', '?')} "
+                                       f"lacks {exc!r}; expected VCpuInfo, MemoryInfo and GpuInfo/NeuronInfo") from exc
+        specs: dict[str, InstanceSpec] = {}
+        for itype in in_region:
+            spec = self._specs.get(itype)
+            if spec and (request.accelerators is None or spec.accelerator in request.accelerators):
+                specs[itype] = spec
+        if not specs:
+            return []
+        types = sorted(specs)
+
+        progress(self.cloud, region, "offerings")
+        offered: dict[str, set[str]] = defaultdict(set)
+        for chunk in _chunks(types, 100):
+            for o in self._api.pages("ec2", region, "DescribeInstanceTypeOfferings", "InstanceTypeOfferings",
+                                     LocationType="availability-zone", MaxResults=1000,
+                                     Filters=[{"Name": "instance-type", "Values": chunk}]):
+                offered[o["InstanceType"]].add(o["Location"])
+
+        progress(self.cloud, region, "spot prices")
+        latest: dict[tuple[str, str], tuple[Any, str]] = {}
+        start = self._clock()
+        for chunk in _chunks(types, 100):
+            for record in self._api.pages("ec2", region, "DescribeSpotPriceHistory", "SpotPriceHistory",
+                                          InstanceTypes=chunk, ProductDescriptions=["Linux/UNIX"],
+                                          StartTime=start, MaxResults=1000):
+                try:
+                    key = (record["InstanceType"], record["AvailabilityZone"])
+                    stamp, price = record.get("Timestamp"), record["SpotPrice"]
+                except (KeyError, TypeError) as exc:
+                    raise CatalogError(f"AWS DescribeSpotPriceHistory in {region}: record lacks {exc!r}") from exc
+                if key not in latest or _later(stamp, latest[key][0]):
+                    latest[key] = (stamp, price)
+
+        progress(self.cloud, region, "on-demand prices")
+        on_demand = self._on_demand_prices(region, types)
+
+        continent = continent_of(self.cloud, region)
+        rows = []
+        for itype in types:
+            spec = specs[itype]
+            base = dict(cloud=self.cloud, region=region, continent=continent.value if continent else "",
+                        instance_type=itype, accelerator=spec.accelerator,
+                        accelerator_count=spec.accelerator_count, vcpus=spec.vcpus, memory_gib=spec.memory_gib,
+                        observed_at=observed)
+            if itype in on_demand:
+                zone_ids = sorted(zone_id[z] for z in offered.get(itype, ()) if z in zone_id) or [""]
+                for zid in zone_ids:
+                    rows.append(offer_row(**base, zone=zid, market="on_demand", price_usd_per_hour=on_demand[itype],
+                                          interruption_band="none", interruptions_per_hour=0.0,
+                                          source="aws-price-list"))
+            band = bands.get((region, itype))
+            for (t, zone), (_, price) in sorted(latest.items()):
+                if t != itype:
+                    continue
+                if zone not in zone_id:
+                    raise CatalogError(f"AWS DescribeSpotPriceHistory in {region}: zone {zone!r} is not one of "
+                                       f"the region's zones ({', '.join(sorted(zone_id))})")
+                rows.append(offer_row(**base, zone=zone_id[zone], market="spot",
+                                      price_usd_per_hour=checked_price(price, f"DescribeSpotPriceHistory in {region}"),
+                                      interruption_band=band or "",
+                                      interruptions_per_hour=(interruption.interruptions_per_hour_for_band(band)
+                                                              if band else ""),
+                                      source="aws-spot-price-history"))
+        return rows
+
+    def _on_demand_prices(self, region: str, types: list[str]) -> dict[str, float]:
+        prices: dict[str, float] = {}
+        for chunk in _chunks(types, 50):
+            filters = [term_match("regionCode", region), term_match("operatingSystem", "Linux"),
+                       term_match("tenancy", "Shared"), term_match("preInstalledSw", "NA"),
+                       term_match("capacitystatus", "Used"),
+                       {"Type": "ANY_OF", "Field": "instanceType", "Value": ",".join(chunk)}]
+            for entry in self._api.pages("pricing", self.pricing_region, "GetProducts", "PriceList",
+                                         ServiceCode="AmazonEC2", FormatVersion="aws_v1", Filters=filters,
+                                         MaxResults=100):
+                itype, price = product_price(entry, region)
+                if itype in chunk and itype not in prices and price is not None:
+                    prices[itype] = price
+        return prices
+
+    def _apply_scores(self, rows: list[dict[str, Any]], spot_types: Mapping[str, set[str]],
+                      skipped: list[tuple[str, str]]) -> None:
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        scores: dict[tuple[str, str, str], int] = {}  # (region, AZ id, type) → score
+        for itype, regions in sorted(spot_types.items()):
+            for chunk in _chunks(sorted(regions), 10):
+                try:
+                    for s in self._api.pages("ec2", self.home_region, "GetSpotPlacementScores", "SpotPlacementScores",
+                                             InstanceTypes=[itype], TargetCapacity=self.placement_capacity,
+                                             SingleAvailabilityZone=True, RegionNames=chunk, MaxResults=1000):
+                        if s.get("AvailabilityZoneId") and s.get("Region"):
+                            scores[(s["Region"], s["AvailabilityZoneId"], itype)] = int(s["Score"])
+                except ClientError as exc:
+                    skipped.append(("*", f"GetSpotPlacementScores: {error_code(exc)}: {error_message(exc)}; "
+                                         f"capacity_hint and availability left empty"))
+                    return
+                except BotoCoreError as exc:
+                    skipped.append(("*", f"GetSpotPlacementScores: {exc}; capacity_hint and availability left empty"))
+                    return
+                except (KeyError, TypeError, ValueError) as exc:
+                    raise CatalogError(f"AWS GetSpotPlacementScores: unexpected score record ({exc!r})") from exc
+        for row in rows:
+            score = scores.get((row["region"], row["zone"], row["instance_type"])) if row["market"] == "spot" else None
+            if score is None:
+                continue
+            row["availability"] = score / 10.0
+            if score >= self.likely_score:
+                row["capacity_hint"] = self.placement_capacity
+            row["source"] = f"{row['source']}; availability = placement score {score}/10 for {self.placement_capacity}"
+
+    # ------------------------------------------------------------------ check
+
+    def check(self) -> CheckReport:
+        """See :func:`geotrain.pricing.live.aws.check.check_access`."""
+        return check_access(self._api, self.cloud, self.home_region, self.pricing_region)
+
+
+# ---------------------------------------------------------------------- helpers
+
+
+def _chunks(items: list[str], size: int) -> Iterable[list[str]]:
+    for i in range(0, len(items), size):
+        yield items[i:i + size]
+
+
+def _iso(moment: datetime) -> str:
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _later(a: Any, b: Any) -> bool:
+    try:
+        return a > b
+    except TypeError:
+        return False

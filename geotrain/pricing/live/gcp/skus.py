@@ -1,0 +1,173 @@
+"""Compute Engine SKUs and offers: which Cloud Billing Catalog SKU prices what (the accelerator and
+machine-series names), a SKU's unit price, and the offers named and priced from those prices."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+from geotrain.errors import CatalogError
+from geotrain.pricing.live.base import offer_row
+
+CLOUD = "gcp"
+SOURCE = "gcp-cloud-billing-catalog"
+
+# GCE accelerator type -> canonical accelerator name of the offer schema
+ACCELERATORS = {
+    "nvidia-tesla-t4": "T4", "nvidia-tesla-v100": "V100", "nvidia-tesla-p100": "P100", "nvidia-tesla-p4": "P4",
+    "nvidia-tesla-k80": "K80", "nvidia-tesla-a100": "A100", "nvidia-a100-80gb": "A100-80GB", "nvidia-l4": "L4",
+    "nvidia-h100-80gb": "H100", "nvidia-h100-mega-80gb": "H100", "nvidia-h200-141gb": "H200",
+}
+N1_ATTACHABLE = frozenset({"nvidia-tesla-t4", "nvidia-tesla-v100", "nvidia-tesla-p100", "nvidia-tesla-p4",
+                           "nvidia-tesla-k80"})
+N1_VCPUS_PER_GPU = 8  # host rule of the bundled data: n1-standard-(8·N) for N GPUs
+GPU_COUNTS = (1, 2, 4, 8, 16)
+# the words before " GPU" in a GPU SKU's description (lower case) -> GCE accelerator type
+GPU_SKU_NAMES = {
+    "nvidia tesla t4": "nvidia-tesla-t4", "nvidia tesla v100": "nvidia-tesla-v100",
+    "nvidia tesla p100": "nvidia-tesla-p100", "nvidia tesla p4": "nvidia-tesla-p4",
+    "nvidia tesla k80": "nvidia-tesla-k80", "nvidia tesla a100": "nvidia-tesla-a100",
+    "nvidia a100 80gb": "nvidia-a100-80gb", "nvidia l4": "nvidia-l4", "nvidia h100 80gb": "nvidia-h100-80gb",
+    "nvidia h100 80gb mega": "nvidia-h100-mega-80gb", "nvidia h100 mega 80gb": "nvidia-h100-mega-80gb",
+    "nvidia h100 80gb plus": "nvidia-h100-mega-80gb", "nvidia h200 141gb": "nvidia-h200-141gb",
+}
+# the words before " Instance Core|Ram" in a core/RAM SKU's description (lower case) -> pricing series
+SERIES_SKU_NAMES = {"n1 predefined": "n1", "a2": "a2", "a3": "a3", "a3 mega": "a3-mega", "a3 plus": "a3-mega",
+                    "a3plus": "a3-mega", "g2": "g2"}
+UNITS = {"core": "h", "ram": "GiBy.h", "gpu": "h"}
+MARKETS = {"OnDemand": "on_demand", "Preemptible": "spot"}
+SPOT_PREFIX = re.compile(r"^(?:spot preemptible|preemptible)\s+", re.I)
+_GPU_SKU = re.compile(r"^(?P<name>.+?) GPU(?: attached to Spot Preemptible VMs)? running in ", re.I)
+_HOST_SKU = re.compile(r"^(?P<series>.+?) Instance (?P<kind>Core|Ram) running in ", re.I)
+
+
+def series_of(machine_type: str) -> str:
+    """The pricing series of a machine type: the SKUs that price its cores and RAM."""
+    if machine_type.startswith("a3-megagpu"):
+        return "a3-mega"
+    return machine_type.split("-")[0]
+
+
+def n1_offer_name(count: int, accelerator: str) -> str:
+    host = f"n1-standard-{N1_VCPUS_PER_GPU * count}"
+    return f"{host}+{accelerator}" if count == 1 else f"{host}+{count}x{accelerator}"
+
+
+@lru_cache(maxsize=1)
+def bundled_zonal_offers() -> frozenset[tuple[str, str, str]]:
+    """(region, instance type, market) of GPU-bundled types that the bundled snapshot writes per zone."""
+    import csv
+    import io
+
+    from geotrain.pricing.bundled import data_bytes
+
+    text = data_bytes("offers.csv").decode("utf-8")
+    return frozenset((r["region"], r["instance_type"], r["market"]) for r in csv.DictReader(io.StringIO(text))
+                     if r["cloud"] == CLOUD and r["zone"] and "+" not in r["instance_type"])
+
+
+def classify_sku(resource_group: str, description: str) -> tuple[str | None, str]:
+    """("gpu", accelerator type), ("core" | "ram", series) or (None, "") for a SKU description."""
+    if resource_group == "GPU":
+        match = _GPU_SKU.match(description)
+        name = " ".join(match["name"].lower().split()) if match else ""
+        return ("gpu", GPU_SKU_NAMES[name]) if name in GPU_SKU_NAMES else (None, "")
+    match = _HOST_SKU.match(description)
+    if not match:
+        return None, ""
+    series = SERIES_SKU_NAMES.get(" ".join(match["series"].lower().split()))
+    if series is None:
+        return None, ""
+    return ("core" if match["kind"].lower() == "core" else "ram"), series
+
+
+def unit_price(sku: Any, unit: str) -> float:
+    """units + nanos/1e9 of the first tiered rate of the SKU's current pricing, in $ per ``unit``."""
+    where = f"SKU {sku.sku_id} ({sku.description!r})"
+    if not sku.pricing_info or not sku.pricing_info[0].pricing_expression.tiered_rates:
+        raise CatalogError(f"GCP Cloud Billing Catalog: {where} has no tiered rate; nothing was stored")
+    expression = sku.pricing_info[0].pricing_expression
+    if expression.usage_unit != unit:
+        raise CatalogError(f"GCP Cloud Billing Catalog: {where} is priced per {expression.usage_unit!r}, "
+                           f"geotrain expects {unit!r}; nothing was stored")
+    price = expression.tiered_rates[0].unit_price
+    if price.currency_code and price.currency_code != "USD":
+        raise CatalogError(f"GCP Cloud Billing Catalog: {where} is priced in {price.currency_code}, not USD; "
+                           "nothing was stored")
+    usd = int(price.units) + int(price.nanos) / 1e9
+    if usd < 0:
+        raise CatalogError(f"GCP Cloud Billing Catalog: {where} has a negative price {usd}; nothing was stored")
+    return usd
+
+
+@dataclass(frozen=True, slots=True)
+class Rates:
+    """Unit prices in $/h: (region, market, series, "core" | "ram") and (region, market, accelerator type)."""
+
+    host: dict[tuple[str, str, str, str], float]
+    gpu: dict[tuple[str, str, str], float]
+
+
+@dataclass(frozen=True, slots=True)
+class Zone:
+    name: str
+    region: str
+    machine_types: dict[str, Any]  # name -> compute_v1.MachineType
+    accelerators: dict[str, int]  # accelerator type -> maximum cards per instance
+
+
+def build_offers(region: str, zones: list[Zone], rates: Rates, zonal: frozenset[tuple[str, str, str]],
+                 accelerators: frozenset[str] | None, stamp: str) -> list[dict[str, Any]]:
+    """The offers of one region, from its zones and the unit prices (see the package docstring)."""
+    rows: dict[tuple[str, str, str], dict[str, Any]] = {}
+
+    def add(zone: str, name: str, accelerator: str, count: int, vcpus: float, gib: float, series: str,
+            gpu_type: str, *, attached: bool) -> None:
+        if accelerators is not None and accelerator not in accelerators:
+            return
+        for market in ("on_demand", "spot"):
+            core = rates.host.get((region, market, series, "core"))
+            ram = rates.host.get((region, market, series, "ram"))
+            per_gpu = rates.gpu.get((region, market, gpu_type))
+            if core is None or ram is None or per_gpu is None:
+                continue
+            # N1 + attached GPUs per zone; GPU-bundled types region-wide, unless the bundled data has them per zone
+            where = zone if (attached or (region, name, market) in zonal) else ""
+            if (where, name, market) in rows:
+                continue
+            spot = market == "spot"
+            rows[(where, name, market)] = offer_row(
+                cloud=CLOUD, region=region, zone=where, instance_type=name, accelerator=accelerator,
+                accelerator_count=count, vcpus=vcpus, memory_gib=gib, market=market,
+                price_usd_per_hour=vcpus * core + gib * ram + count * per_gpu,
+                interruption_band="" if spot else "none", interruptions_per_hour="" if spot else 0.0,
+                observed_at=stamp, source=SOURCE)
+
+    for zone in zones:
+        for name, machine in sorted(zone.machine_types.items()):
+            if _obsolete(machine) or not machine.accelerators:
+                continue
+            gpus = machine.accelerators[0]
+            accelerator = ACCELERATORS.get(gpus.guest_accelerator_type)
+            if accelerator is None or gpus.guest_accelerator_count <= 0:
+                continue
+            add(zone.name, name, accelerator, int(gpus.guest_accelerator_count), float(machine.guest_cpus),
+                machine.memory_mb / 1024, series_of(name), gpus.guest_accelerator_type, attached=False)
+        for gpu_type, most in sorted(zone.accelerators.items()):
+            accelerator = ACCELERATORS.get(gpu_type)
+            if gpu_type not in N1_ATTACHABLE or accelerator is None:
+                continue
+            for count in (n for n in GPU_COUNTS if n <= most):
+                host = zone.machine_types.get(f"n1-standard-{N1_VCPUS_PER_GPU * count}")
+                if host is None or _obsolete(host):
+                    continue
+                add(zone.name, n1_offer_name(count, accelerator), accelerator, count, float(host.guest_cpus),
+                    host.memory_mb / 1024, "n1", gpu_type, attached=True)
+    return [rows[key] for key in sorted(rows)]
+
+
+def _obsolete(machine: Any) -> bool:
+    deprecated = getattr(machine, "deprecated", None)
+    return bool(deprecated) and deprecated.state in ("OBSOLETE", "DELETED")
