@@ -55,8 +55,31 @@ def check(clouds: Sequence[str] = (), *, make_source: Callable[[str], PriceSourc
 
 
 def history(*, instance_type: str, zone: str | None = None, region: str | None = None, cloud: str | None = None,
-            market: str = "spot"):  # noqa: ANN201 - a pandas frame
+            market: str = "spot", live_days: float | None = None,
+            make_source: Callable[[str], PriceSource] = source_for):  # noqa: ANN201 - a pandas frame
+    """The stored snapshots' prices of one instance type; with ``live_days``, AWS's own spot price
+    history of the last that many days too (source ``aws-spot-price-history-api``, no snapshot)."""
+    import pandas as pd
+
     from geotrain.pricing.catalog import price_history
 
-    return price_history(SnapshotStore(), instance_type=instance_type, zone=zone, region=region, cloud=cloud,
-                         market=market)
+    store = SnapshotStore()
+    rows = price_history(store, instance_type=instance_type, zone=zone, region=region, cloud=cloud, market=market)
+    if live_days is None:
+        return rows
+    if market != "spot" or cloud not in (None, "aws"):
+        raise InputError("--live: AWS publishes a spot price history only; use it with --market spot on aws offers")
+    if region is None:  # the AZ id's region, from the offers that carry it
+        table = store.current().table
+        known = table[(table["cloud"] == "aws") & (table["zone"] == (zone or ""))]["region"].unique().tolist()
+        if len(known) != 1:
+            raise InputError("--live: give --region (the AWS region of the history), e.g. --region us-east-1")
+        region = known[0]
+    live = make_source("aws").spot_price_history(instance_type, region, zone_id=zone, days=live_days)
+    extra = pd.DataFrame([{"cloud": "aws", "region": region, "zone": z, "instance_type": instance_type,
+                           "market": "spot", "price_usd_per_hour": price, "observed_at": pd.Timestamp(when),
+                           "source": "aws-spot-price-history-api", "snapshot_id": ""} for z, when, price in live])
+    if extra.empty:
+        return rows
+    out = pd.concat([rows, extra], ignore_index=True) if not rows.empty else extra
+    return out.sort_values(["observed_at", "zone"], kind="stable").reset_index(drop=True)

@@ -217,16 +217,20 @@ def history(
     region: str = typer.Option(None, "--region", help="Region, e.g. us-east-1."),
     cloud: str = typer.Option(None, "--cloud", help="aws, gcp, azure."),
     market: str = typer.Option("spot", "--market", help="spot or on_demand."),
+    live_days: float = typer.Option(None, "--live", callback=finite(0.0, 90.0), metavar="DAYS",
+                                    help="Also AWS's own spot price history of the last DAYS days (credentials)."),
     as_json: bool = typer.Option(False, "--json", help="Print the history as JSON."),
 ) -> None:
-    """The price of one instance type over time, from every stored snapshot (refreshes and imports)."""
+    """The price of one instance type over time, from every stored snapshot (refreshes and imports) and,
+    with --live, from AWS's spot price history."""
     from geotrain.app import refresh as live
 
     checked((market,), ("spot", "on_demand"), "--market")
-    rows = live.history(instance_type=instance_type, zone=zone, region=region, cloud=cloud, market=market)
+    rows = live.history(instance_type=instance_type, zone=zone, region=region, cloud=cloud, market=market,
+                        live_days=live_days)
     records = [{"cloud": r.cloud, "region": r.region, "zone": r.zone, "price_usd_per_hour": float(r.price_usd_per_hour),
                 "observed_at": r.observed_at.strftime("%Y-%m-%dT%H:%M:%SZ"), "source": r.source,
-                "snapshot_id": r.snapshot_id} for r in rows.itertuples(index=False)]
+                "snapshot_id": r.snapshot_id or None} for r in rows.itertuples(index=False)]
     if as_json:
         print_json(records)
         return
@@ -237,4 +241,4 @@ def history(
         return
     for r in records:
         out.print(f"{r['observed_at']}  {r['cloud']}/{r['region']}/{r['zone'] or '*'}  {usd(r['price_usd_per_hour'])}/h"
-                  f"  ({r['source']}, {r['snapshot_id']})")
+                  f"  ({r['source']}" + (f", {r['snapshot_id']})" if r["snapshot_id"] else ")"))

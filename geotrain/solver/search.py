@@ -39,6 +39,7 @@ from geotrain.solver.problem import Problem
 from geotrain.solver.result import SearchResult, Solution, SolveStatus
 
 FRONTIER_TOLERANCE = 0.05  # the frontier's top point: the fastest mix to within this share
+FRONTIER_NODES = 64  # the frontier's solves consider at most this many nodes (or twice the largest mix seen)
 # a mix that trains slower than this share of its slowest candidate's rate is not worth planning
 NEGLIGIBLE_RATE_SHARE = 1e-3
 
@@ -249,7 +250,17 @@ class Searcher:
             consider(self.solve_at(self.evaluate(x).samples_per_s))
 
     def frontier(self, points: int = 6) -> tuple[tuple[float, float], ...]:
-        """A few (samples/s, $/h) points of the cost/throughput trade-off, within the time left."""
+        """A few (samples/s, $/h) points of the cost/throughput trade-off, within the time left. A
+        sketch: its solves consider at most ``FRONTIER_NODES`` nodes, or twice the largest mix evaluated
+        so far (building the rows of 1,000 node counts alone takes seconds)."""
+        largest = max((sum(counts) for counts in self.model.evaluated()), default=0)
+        self.model.sketch_node_cap = max(FRONTIER_NODES, 2 * largest)
+        try:
+            return self._frontier(points)
+        finally:
+            self.model.sketch_node_cap = None
+
+    def _frontier(self, points: int) -> tuple[tuple[float, float], ...]:
         low, high = self.lower_rate(), self.upper_rate()
         best_high = None
         solution = self.solve_at(high)

@@ -12,10 +12,11 @@ from geotrain.solver.problem import Problem, place_order
 class Tables:
     """What the model needs from a problem that does not depend on the target: built once."""
 
-    def __init__(self, problem: Problem) -> None:
+    def __init__(self, problem: Problem, node_cap: int | None = None) -> None:
+        """``node_cap``: tables for mixes of at most this many nodes (default: the problem's cap)."""
         self.p = problem
         self.o = problem.oracle
-        self.N = problem.node_cap
+        self.N = min(problem.node_cap, node_cap) if node_cap is not None else problem.node_cap
         self.ks = range(1, self.N + 1)
         self._dicts: dict[int, tuple[list[float], dict[int, float]]] = {}
         self.places = problem.places

@@ -94,6 +94,11 @@ def test_refresh_then_list_plan_and_history_use_the_live_prices(aws_env):
     history = json.loads(runner.invoke(app, ["catalog", "history", "--instance-type", "g4dn.xlarge", "--zone", zone,
                                              "--json"]).stdout)
     assert {h["source"] for h in history} >= {"aws-spot-price-history"} and len(history) >= 2  # bundled + live
+    live = runner.invoke(app, ["catalog", "history", "--instance-type", "g4dn.xlarge", "--zone", zone, "--live", "7",
+                               "--json"])
+    assert live.exit_code == 0, live.output
+    api = [h for h in json.loads(live.stdout) if h["source"] == "aws-spot-price-history-api"]
+    assert api and all(h["zone"] == zone and h["snapshot_id"] is None for h in api)
 
 
 def test_refresh_of_an_unknown_cloud_or_one_without_credentials_stores_nothing(no_clouds):

@@ -126,6 +126,8 @@ class TargetModel:
 
     def __post_init__(self) -> None:
         self.tables = Tables(self.problem)
+        self._smaller: dict[int, Tables] = {}  # tables for the node counts a cutoff leaves (see _tables_below)
+        self.sketch_node_cap: int | None = None  # set while the frontier (a sketch) solves: at most this many nodes
         self.referee = semantics.referee_of(self.problem)
         self._evaluations: dict[tuple[int, ...], Evaluation] = {}
 
@@ -146,7 +148,7 @@ class TargetModel:
         failure: SolveStatus | None = None
         while True:
             iterations += 1
-            left = max(1.0, deadline - time.perf_counter())
+            left = max(0.25, deadline - time.perf_counter())
             cutoff = best[1].usd_per_hour * (1 - self.tolerance) if best is not None else None
             found, counts, mip_bound = self._solve_once(target, left, backend, cuts, cutoff)
             if found is SolveStatus.INFEASIBLE:  # nothing left: the best mix found is the optimum
@@ -157,6 +159,8 @@ class TargetModel:
                 break
             bound = max(bound, mip_bound if mip_bound is not None else 0.0)
             if self._refine(counts):
+                if time.perf_counter() > deadline:  # out of time while the rows were still being made exact
+                    break
                 continue
             if not self._meets(counts, target):
                 # a back end returned a mix that breaks the model (seen with CBC on rare instances):
@@ -188,6 +192,10 @@ class TargetModel:
         status = SolveStatus.OPTIMAL if proven else SolveStatus.FEASIBLE
         return Solution(status, counts, evaluation.usd_per_hour, low, wall, iterations, target,
                         samples_per_s=evaluation.samples_per_s)
+
+    def evaluated(self) -> list[tuple[int, ...]]:
+        """The count vectors evaluated so far."""
+        return list(self._evaluations)
 
     def known(self) -> list[Evaluation]:
         """Every mix evaluated so far that keeps the limits (baselines, solutions, mixes cut off)."""
@@ -251,7 +259,7 @@ class TargetModel:
             raise InputError(f"--backend: this OR-Tools build has no {backend} back end; use one of "
                              f"{', '.join(b for b in BACKENDS if b != backend)}")
         solver.SetTimeLimit(int(time_limit_s * 1000))
-        b = Builder(self.tables, solver, target, self.lazy)
+        b = Builder(self._tables_below(cutoff), solver, target, self.lazy)
         b.build()
         for cut in cuts:
             b.no_good(cut)
@@ -267,6 +275,28 @@ class TargetModel:
             return status, None, None
         counts = tuple(int(round(v.solution_value())) for v in b.x)
         return status, counts, units.from_model_usd(solver.Objective().BestBound())
+
+
+    def _tables_below(self, cutoff: float | None) -> Tables:
+        """Tables for the node counts a mix cheaper than ``cutoff`` ($/h) can have: every node the user
+        does not own costs at least the cheapest price (egress only adds), so such a mix holds at most
+        the free nodes plus ``cutoff / cheapest price`` paid ones. The MIP then never builds rows for
+        node counts no cheaper mix can reach (1,000 nodes allowed, 3 worth it)."""
+        cands, n = self.problem.candidates, self.problem.node_cap
+        if self.sketch_node_cap is not None:
+            n = min(n, self.sketch_node_cap)
+        if cutoff is not None:
+            paid = [c.price_usd_per_hour + c.data_usd_per_hour for c in cands
+                    if c.price_usd_per_hour + c.data_usd_per_hour > 0]
+            free = sum(c.capacity for c in cands if c.price_usd_per_hour + c.data_usd_per_hour <= 0)
+            if paid:
+                n = min(n, free + int(cutoff / min(paid)) + 1)
+            n = max(n, sum(c.minimum for c in cands), 1)
+        if n >= self.problem.node_cap:
+            return self.tables
+        if n not in self._smaller:
+            self._smaller[n] = Tables(self.problem, node_cap=n)
+        return self._smaller[n]
 
 
 def ring_hops(places: list[str]) -> list[tuple[str, str]]:

@@ -10,10 +10,10 @@ import os
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from geotrain.errors import CatalogError, CredentialsError
+from geotrain.errors import CatalogError, CredentialsError, InputError
 from geotrain.pricing import interruption
 from geotrain.pricing.geography import continent_of
 from geotrain.pricing.live.aws.calls import (
@@ -256,6 +256,30 @@ class AwsSource:
                                                               if band else ""),
                                       source="aws-spot-price-history"))
         return rows
+
+    def spot_price_history(self, instance_type: str, region: str, *, zone_id: str | None = None,
+                           days: float = 7.0) -> list[tuple[str, datetime, float]]:
+        """AWS's own spot price history of one type in a region, all its AZs or one AZ id, over the last
+        ``days`` (``DescribeSpotPriceHistory``, Linux/UNIX, paginated): (AZ id, when the price took
+        effect, $/h), oldest first."""
+        zones = self._api.call("ec2", region, "DescribeAvailabilityZones").get("AvailabilityZones")
+        ids = availability_zone_ids(zones, region)
+        params: dict[str, Any] = dict(InstanceTypes=[instance_type], ProductDescriptions=["Linux/UNIX"],
+                                      StartTime=self._clock() - timedelta(days=days), MaxResults=1000)
+        if zone_id is not None:
+            name = next((n for n, i in ids.items() if i == zone_id), None)
+            if name is None:
+                raise InputError(f"--zone {zone_id!r} is not an AZ id of {region} (its AZ ids: "
+                                 f"{', '.join(sorted(ids.values()))})")
+            params["AvailabilityZone"] = name
+        out = []
+        for record in self._api.pages("ec2", region, "DescribeSpotPriceHistory", "SpotPriceHistory", **params):
+            try:
+                zone, stamp, price = record["AvailabilityZone"], record["Timestamp"], record["SpotPrice"]
+            except (KeyError, TypeError) as exc:
+                raise CatalogError(f"AWS DescribeSpotPriceHistory in {region}: record lacks {exc!r}") from exc
+            out.append((ids.get(zone, zone), stamp, checked_price(price, f"DescribeSpotPriceHistory in {region}")))
+        return sorted(out, key=lambda r: (r[1], r[0]))
 
     def _on_demand_prices(self, region: str, types: list[str]) -> dict[str, float]:
         prices: dict[str, float] = {}
