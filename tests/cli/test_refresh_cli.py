@@ -109,3 +109,16 @@ def test_refresh_of_an_unknown_cloud_or_one_without_credentials_stores_nothing(n
     result = runner.invoke(app, ["catalog", "refresh", "--cloud", "azure"])
     assert result.exit_code == 4 and "AZURE_SUBSCRIPTION_ID" in result.output and "nothing was stored" in result.output
     assert store.current_id() == before and store.ids() == []
+
+
+def test_no_credential_is_stored_or_printed(aws_env, monkeypatch, geotrain_home):
+    secret = "geotrain-test-secret-7f3a9c"
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", secret)
+    monkeypatch.setenv("AWS_SESSION_TOKEN", secret + "-token")
+    result = runner.invoke(app, ["catalog", "refresh", "--cloud", "aws", "--regions", "us-east-1"])
+    assert result.exit_code == 0, result.output
+    assert secret not in result.output
+    checked = runner.invoke(app, ["check", "--cloud", "aws", "--json"])
+    assert secret not in checked.output
+    stored = [p for p in geotrain_home.rglob("*") if p.is_file()]
+    assert stored and not any(secret.encode() in p.read_bytes() for p in stored)
