@@ -34,9 +34,9 @@ from geotrain.pricing.live.base import FetchRequest  # noqa: E402
 from geotrain.pricing.live.gcp import GcpClients, GcpSource  # noqa: E402
 from geotrain.pricing.live.refresh import refresh_catalog  # noqa: E402
 from geotrain.pricing.snapshot import SnapshotStore  # noqa: E402
-from tests.fakes.aws_server import FakeAws  # noqa: E402
+from tests.fakes.aws import FakeAws  # noqa: E402
 from tests.fakes.azure_server import SUBSCRIPTION_ID, AzureFake  # noqa: E402
-from tests.fakes.gcp_server import PROJECT, GcpFake  # noqa: E402
+from tests.fakes.gcp import PROJECT, GcpFake  # noqa: E402
 
 
 class FakeCred:

@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from geotrain.cli import app
 from geotrain.pricing.snapshot import SnapshotStore
-from tests.fakes.aws_server import FakeAws
+from tests.fakes.aws import FakeAws
 
 runner = CliRunner()
 NO_CLOUD_ENV = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_DEFAULT_PROFILE",

@@ -20,7 +20,7 @@ from geotrain.pricing.geography import continent_of
 from geotrain.pricing.live.aws import AwsSource, canonical_accelerator
 from geotrain.pricing.live.base import FetchRequest, PriceSource
 from geotrain.pricing.schema import KEY_COLUMNS, parse_offers
-from tests.fakes.aws_server import FakeAws, bundled_aws_rows, placement_score
+from tests.fakes.aws import FakeAws, bundled_aws_rows, placement_score
 
 EAST = frozenset({"us-east-1"})
 

@@ -16,7 +16,7 @@ from geotrain.pricing.live.gcp import GcpClients, GcpSource
 from geotrain.pricing.live.refresh import refresh_catalog
 from geotrain.pricing.schema import KEY_COLUMNS
 from geotrain.pricing.snapshot import SnapshotStore
-from tests.fakes.gcp_server import ENDPOINTS, PROJECT, GcpFake
+from tests.fakes.gcp import ENDPOINTS, PROJECT, GcpFake
 
 OBSERVED = datetime(2026, 8, 1, 12, 0, tzinfo=timezone.utc)
 FEW = {"us-central1", "europe-west4", "asia-east1"}  # N1 zones, a2, a3 (zonal spot in us-central1), g2

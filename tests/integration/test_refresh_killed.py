@@ -13,7 +13,7 @@ import time
 import pytest
 
 from geotrain.pricing.snapshot import SnapshotStore
-from tests.fakes.aws_server import FakeAws
+from tests.fakes.aws import FakeAws
 
 pytestmark = pytest.mark.slow
 

@@ -1,78 +1,8 @@
-"""A local fake of the Google Cloud APIs geotrain's GCP price source reads, on 127.0.0.1 (threaded, port 0).
-
-It speaks the published REST shapes, so the real ``google-cloud-billing`` (``transport="rest"``) and
-``google-cloud-compute`` clients work against it unchanged (only ``api_endpoint`` and the credentials
-point here; see environment-notes §4). The clients add ``$alt=json;enum-encoding=int`` to every query
-string; it is accepted and ignored (the one enum served, ``geoTaxonomy.type``, is an integer).
-
-- **Cloud Billing Catalog** ``GET /v1/services`` (one page) and ``GET /v1/services/{id}/skus``
-  (``pageSize`` / ``pageToken`` → ``nextPageToken``, at most :attr:`GcpFake.page_size` a page): SKUs
-  with ``category`` (``resourceFamily``, ``resourceGroup``, ``usageType`` "OnDemand" or "Preemptible"),
-  ``serviceRegions`` (one region each), ``pricingInfo[0].pricingExpression`` (``usageUnit`` "h" for
-  cores and GPUs, "GiBy.h" for RAM, one tiered rate from 0 with ``unitPrice`` {currencyCode, units,
-  nanos}) and ``geoTaxonomy``, described the way GCE's SKUs are ("N1 Predefined Instance Core running
-  in …", "Spot Preemptible A2 Instance Ram running in …", "Nvidia Tesla T4 GPU attached to Spot
-  Preemptible VMs running in …").
-- **Compute Engine** ``GET /compute/v1/projects/{p}/zones`` (``maxResults`` / ``pageToken``),
-  ``GET /compute/v1/projects/{p}/aggregated/machineTypes`` and ``…/aggregated/acceleratorTypes``
-  (``{"items": {"zones/<zone>": {"machineTypes": [...]}}, "nextPageToken"}``, at most
-  :attr:`GcpFake.page_size` zone scopes a page; a zone without accelerators answers the
-  ``NO_RESULTS_ON_PAGE`` warning GCE sends). A wrong project answers 404.
-
-Figures. Every price and spec comes from the bundled GCP rows of ``geotrain/pricing/data/offers.csv``
-(from ``../shared/data``: anycloud's N1+GPU rows and the Cyclenerd pricing.yml a2/a3/g2 rows). GCE
-prices VMs by component, so the fake turns the per-VM figures into per-component unit prices, per
-region and market and per *pricing series* (N1, A2, A3, A3 Mega, G2: the series whose machine types
-share core, RAM and GPU SKUs):
-
-- price(VM) = vCPUs × core rate + GiB × RAM rate + Σ GPUs × GPU rate, the way GCE bills and the way
-  pricing.yml computed the a2/a3/g2 figures; an N1+GPU offer is its n1-standard-(8·N) host plus N
-  attached GPUs (the bundled host rule, PROVENANCE.md).
-- The rates are the solution of that linear system over the series' rows of the region and market.
-  Where the rows do not tell the components apart (all N1 hosts have 3.75 GiB per vCPU, all a3-highgpu
-  types are multiples of a3-highgpu-1g, …) the fake takes the minimum-norm solution in column-normalised
-  units: for a family whose types all scale together this gives the vCPUs, the RAM and the GPUs equal
-  shares of the price. Any split gives the same VM prices, which is all the bundled data (and the
-  referee) can check; the split itself is not a published figure. Every rate is positive (checked).
-- N1 has one host (the N1 core and RAM SKUs) for several GPU models, where the minimum-norm split can
-  make a GPU negative; there the rule is spelled out: the region's cheapest 1-GPU N1 offer is split in
-  equal thirds (its 8 vCPUs, its 30 GiB, its GPU), which fixes the core and RAM rates, and each other
-  model's GPU rate is its 1-GPU offer less that host (for a region with one model this is the
-  minimum-norm split again).
-- N1: the rows solved are the smallest GPU count of each model (1 GPU). anycloud rounded its machine
-  and accelerator figures to 5 decimals before adding them, so its 2-, 4- and 8-GPU rows are N × the
-  1-GPU row only to within that rounding: :meth:`GcpFake.expected_deviation_usd` gives the bound the
-  referee allows for them ((N + 1) × 1e-5 $/h); every other row is reproduced to 1e-9 relative
-  before the nanos rounding of the unit prices (checked at start).
-- Unit prices are written as units + nanos (whole nano-dollars), as the API does.
-- Machine types: guestCpus / memoryMb (GiB × 1024) of the bundled rows; GPU-bundled types (a2, a3, g2)
-  carry ``accelerators`` [{guestAcceleratorType, guestAcceleratorCount}]. N1 hosts n1-standard-8/16/32/
-  64 are listed in every zone, plus decoys the source must not price (n1-standard-4, e2-standard-8:
-  CPU only, no SKUs). Bundled types are listed in every zone of their region, except the
-  (region, type, market) offers the bundled data writes per zone (a3-highgpu-1g in the H100-probe
-  regions), which are listed only in the zones of those rows.
-- Accelerator types per zone: the N1 GPUs of the zone's rows, ``maximumCardsPerInstance`` = the largest
-  count of those rows; the GPUs of the bundled types listed in the zone (nvidia-tesla-a100: 16,
-  nvidia-a100-80gb / nvidia-l4 / nvidia-h100-80gb / nvidia-h100-mega-80gb: 8, GCE's own maxima).
-- Zones: those of the bundled rows of a region; a region whose rows are all region-wide gets one
-  zone ``<region>-a`` (not a figure: somewhere to list its machine types).
-- Decoy SKUs the source must leave out, priced as a real SKU's figure times :data:`DECOY_FACTORS`
-  (so picking one shows in a price comparison; they are not prices): 1-year commitments
-  (usageType "Commit1Yr"), sole-tenancy cores, custom cores, and a storage SKU.
-
-Knobs (attributes, settable while running): ``page_size`` (SKUs, zones or zone scopes a page),
-``throttle`` (endpoint → number of 429 RESOURCE_EXHAUSTED answers before success; endpoints
-``services``, ``skus``, ``zones``, ``machineTypes``, ``acceleratorTypes``), ``failing_regions`` (the
-aggregated lists report their zones as GCE does when a scope fails: a ``warning`` of code
-``UNREACHABLE`` whose message carries the backend's 503), ``bad_shape`` (endpoints answering JSON of an
-unexpected shape), ``regions`` (serve only these), ``forbidden`` (endpoints answering 403
-PERMISSION_DENIED). ``requests`` logs every request as (method, path, query dict).
-"""
+"""The GCP fake's server: the catalog, zones and machine/accelerator types it lists, the request routing,
+pagination and error answers, and the knobs."""
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import re
 import threading
@@ -82,144 +12,22 @@ from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-import numpy as np
-
-from geotrain.pricing.bundled import data_bytes
+from tests.fakes.gcp.data import (
+    COMPUTE_BASE,
+    DECOY_FACTORS,
+    DECOY_MACHINES,
+    GPU_SKU_NAMES,
+    MAX_CARDS,
+    N1_HOSTS,
+    PROJECT,
+    SERIES_WORDS,
+    SERVICE_ID,
+    bundled_gcp_rows,
+    decompose,
+    gpu_type_of,
+    money,
+)
 from tests.fakes.http import LocalServer
-
-PROJECT = "geotrain-fake-project"
-SERVICE_ID = "6F81-5844-456A"  # Compute Engine's service id in the real catalog
-ENDPOINTS = ("services", "skus", "zones", "machineTypes", "acceleratorTypes")
-DECOY_FACTORS = {"commitment": 0.55, "sole_tenancy": 1.1, "custom": 1.05, "storage": 1.0}
-COMPUTE_BASE = "https://www.googleapis.com/compute/v1"
-
-# canonical accelerator of the bundled rows -> GCE accelerator type (N1-attached GPUs)
-N1_GPU_TYPES = {"T4": "nvidia-tesla-t4", "V100": "nvidia-tesla-v100", "P100": "nvidia-tesla-p100",
-                "P4": "nvidia-tesla-p4"}
-# GCE accelerator type -> the name in its GPU SKUs' descriptions
-GPU_SKU_NAMES = {
-    "nvidia-tesla-t4": "Nvidia Tesla T4", "nvidia-tesla-v100": "Nvidia Tesla V100",
-    "nvidia-tesla-p100": "Nvidia Tesla P100", "nvidia-tesla-p4": "Nvidia Tesla P4",
-    "nvidia-tesla-a100": "Nvidia Tesla A100", "nvidia-a100-80gb": "Nvidia A100 80GB", "nvidia-l4": "Nvidia L4",
-    "nvidia-h100-80gb": "Nvidia H100 80GB", "nvidia-h100-mega-80gb": "Nvidia H100 80GB Mega",
-}
-MAX_CARDS = {"nvidia-tesla-a100": 16, "nvidia-a100-80gb": 8, "nvidia-l4": 8, "nvidia-h100-80gb": 8,
-             "nvidia-h100-mega-80gb": 8}
-# pricing series -> the words of its core/RAM SKU descriptions, and the SKUs' resourceGroup for core, RAM
-SERIES_WORDS = {"n1": ("N1 Predefined Instance", "N1Standard", "N1Standard"), "a2": ("A2 Instance", "CPU", "RAM"),
-                "a3": ("A3 Instance", "CPU", "RAM"), "a3-mega": ("A3 Mega Instance", "CPU", "RAM"),
-                "g2": ("G2 Instance", "CPU", "RAM")}
-N1_HOSTS = {8: 30.0, 16: 60.0, 32: 120.0, 64: 240.0}  # n1-standard-<vCPUs>: GiB
-DECOY_MACHINES = {"n1-standard-4": (4, 15.0), "e2-standard-8": (8, 32.0)}
-
-
-def bundled_gcp_rows() -> list[dict[str, str]]:
-    """The GCP rows of the bundled offers.csv, as strings."""
-    text = data_bytes("offers.csv").decode("utf-8")
-    return [row for row in csv.DictReader(io.StringIO(text)) if row["cloud"] == "gcp"]
-
-
-def series_of(instance_type: str) -> str:
-    """The pricing series of a bundled instance type: n1-standard-8+T4 -> n1, a3-megagpu-8g -> a3-mega."""
-    if instance_type.startswith("a3-megagpu"):
-        return "a3-mega"
-    return instance_type.split("-")[0]
-
-
-def gpu_type_of(row: dict[str, str]) -> str:
-    """The GCE accelerator type of a bundled row."""
-    name, accelerator = row["instance_type"], row["accelerator"]
-    if "+" in name:
-        return N1_GPU_TYPES[accelerator]
-    if name.startswith("a2-ultragpu"):
-        return "nvidia-a100-80gb"
-    if name.startswith("a2-"):
-        return "nvidia-tesla-a100"
-    if name.startswith("a3-megagpu"):
-        return "nvidia-h100-mega-80gb"
-    if name.startswith("a3-"):
-        return "nvidia-h100-80gb"
-    if name.startswith("g2-"):
-        return "nvidia-l4"
-    raise ValueError(f"no GCE accelerator type for {name}")
-
-
-def host_of(row: dict[str, str]) -> str:
-    """The machine type that carries an offer: the N1 host of an N1+GPU offer, else the type itself."""
-    return row["instance_type"].split("+")[0]
-
-
-@dataclass(frozen=True)
-class Rate:
-    """One component's unit price: region, market, what ("core", "ram" or a GCE accelerator type), series."""
-
-    region: str
-    market: str
-    series: str
-    what: str
-    usd: float
-
-
-def decompose(rows: list[dict[str, str]]) -> list[Rate]:
-    """Per-component unit prices that reproduce the bundled per-VM prices (see the module docstring)."""
-    groups: dict[tuple[str, str, str], dict[str, dict[str, str]]] = defaultdict(dict)
-    for row in rows:
-        key = (row["region"], row["market"], series_of(row["instance_type"]))
-        seen = groups[key].get(row["instance_type"])
-        if seen is not None and float(seen["price_usd_per_hour"]) != float(row["price_usd_per_hour"]):
-            raise AssertionError(f"{key} {row['instance_type']}: zones of a region disagree on the price")
-        groups[key][row["instance_type"]] = row
-    rates: list[Rate] = []
-    for (region, market, series), by_type in sorted(groups.items()):
-        chosen = list(by_type.values())
-        if series == "n1":  # the 1-GPU row of each model (the others are N x it, to anycloud's rounding)
-            smallest: dict[str, dict[str, str]] = {}
-            for row in chosen:
-                best = smallest.get(row["accelerator"])
-                if best is None or int(row["accelerator_count"]) < int(best["accelerator_count"]):
-                    smallest[row["accelerator"]] = row
-            chosen = list(smallest.values())
-        gpus = sorted({gpu_type_of(r) for r in chosen})
-        if series == "n1":  # one host, several GPU models: the minimum-norm split can go negative
-            cheapest = min(chosen, key=lambda r: float(r["price_usd_per_hour"]))
-            host = 2 / 3 * float(cheapest["price_usd_per_hour"])  # vCPUs, RAM, GPU: a third each of the cheapest
-            core, ram = host / 2 / float(cheapest["vcpus"]), host / 2 / float(cheapest["memory_gib"])
-            rates += [Rate(region, market, series, "core", core), Rate(region, market, series, "ram", ram)]
-            for row in sorted(chosen, key=gpu_type_of):
-                per_gpu = (float(row["price_usd_per_hour"]) - float(row["vcpus"]) * core
-                           - float(row["memory_gib"]) * ram) / int(row["accelerator_count"])
-                if per_gpu <= 0:
-                    raise AssertionError(f"{(region, market, series)}: {row['instance_type']}: GPU rate {per_gpu}")
-                rates.append(Rate(region, market, series, gpu_type_of(row), per_gpu))
-            continue
-        matrix = np.array([[float(r["vcpus"]), float(r["memory_gib"])]
-                           + [float(r["accelerator_count"]) if gpu_type_of(r) == g else 0.0 for g in gpus]
-                           for r in chosen])
-        prices = np.array([float(r["price_usd_per_hour"]) for r in chosen])
-        norms = np.linalg.norm(matrix, axis=0)
-        solution = np.linalg.lstsq(matrix / norms, prices, rcond=None)[0] / norms
-        fitted = matrix @ solution
-        if not np.all(np.abs(fitted - prices) <= 1e-9 * prices):
-            raise AssertionError(f"{(region, market, series)}: bundled prices are not linear in the components")
-        if not np.all(solution > 0):
-            raise AssertionError(f"{(region, market, series)}: a component came out non-positive: {solution}")
-        for what, usd in zip(["core", "ram", *gpus], solution, strict=True):
-            rates.append(Rate(region, market, series, what, float(usd)))
-    return rates
-
-
-def money(usd: float) -> dict[str, Any]:
-    """A google.type.Money of whole nano-dollars."""
-    nanos_total = round(usd * 1e9)
-    units, nanos = divmod(nanos_total, 1_000_000_000)
-    return {"currencyCode": "USD", "units": str(units), "nanos": nanos}
-
-
-def money_usd(usd: float) -> float:
-    """What :func:`money` writes, read back (the price a client computes from it)."""
-    nanos_total = round(usd * 1e9)
-    units, nanos = divmod(nanos_total, 1_000_000_000)
-    return units + nanos / 1e9
 
 
 @dataclass
@@ -270,7 +78,7 @@ class GcpFake(LocalServer):
     def expected_deviation_usd(row: dict[str, str]) -> float:
         """How far a price computed from the served unit prices may be from the bundled figure, in $/h:
         N1 offers with more than one GPU carry anycloud's 5-decimal rounding of two parts, N times over
-        (see the module docstring); every other offer is exact up to the nanos of the unit prices."""
+        (see the package docstring); every other offer is exact up to the nanos of the unit prices."""
         count = int(row["accelerator_count"] or 0)
         if "+" in row["instance_type"] and count > 1:
             return (count + 1) * 1e-5
@@ -508,5 +316,3 @@ class GcpFake(LocalServer):
         handler.end_headers()
         handler.wfile.write(data)
 
-
-__all__ = ["ENDPOINTS", "PROJECT", "SERVICE_ID", "GcpFake", "bundled_gcp_rows", "decompose"]
