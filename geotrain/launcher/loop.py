@@ -48,7 +48,8 @@ from geotrain.launcher.injector import Injector
 from geotrain.launcher.options import LaunchOptions, RunOutcome, Status
 from geotrain.launcher.provisioning import boot_failed, launch_missing, mend, survivors_of, track_untracked
 from geotrain.launcher.training import Training, resolve_training
-from geotrain.launcher.workers import check_checkpoint_url, child_env, free_port, kill_stale_workers, node_dir, open_store
+from geotrain.launcher.workers import check_checkpoint_url, kill_stale_workers, node_dir, open_store
+from geotrain.train.worker_env import free_port, worker_env
 from geotrain.ledger import EventKind, Ledger, RunStatus
 from geotrain.providers.base import NodeInfo, NodeProcess, NodeState, Provider
 
@@ -316,7 +317,7 @@ class Launcher:
         shared = self.provider.capabilities.shared_host  # one host: ranks are its local ranks
         self._procs = {}
         for rank, node in enumerate(members):
-            env = child_env({
+            env = worker_env({
                 "RANK": str(rank), "WORLD_SIZE": str(world),
                 "LOCAL_RANK": str(rank if shared else 0), "LOCAL_WORLD_SIZE": str(world if shared else 1),
                 "GROUP_RANK": str(rank), "MASTER_ADDR": members[0].address, "MASTER_PORT": str(master_port),

@@ -1,5 +1,6 @@
-"""What a run's workers need from the launcher's host: the rendezvous store, a free port, their
-environment and node directory, and the workers a dead launcher left behind, killed."""
+"""What a run's workers need from the launcher's host: the rendezvous store, a checked checkpoint
+location, their node directory, and the workers a dead launcher left behind, killed (their
+environment and port: ``geotrain.train.worker_env``)."""
 
 from __future__ import annotations
 
@@ -46,18 +47,6 @@ def check_checkpoint_url(url: str) -> None:
 def node_dir(provider: Provider, node_id: str) -> Path | None:
     getter = getattr(provider, "node_dir", None)
     return getter(node_id) if getter else None
-
-
-def child_env(extra: dict[str, str]) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("RANK", "WORLD_SIZE", "MASTER_", "LOCAL_RANK"))}
-    env.update(extra)
-    return env
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def kill_stale_workers(pids: dict[str, int], run_id: str) -> None:

@@ -17,7 +17,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import tempfile
 import time
@@ -26,6 +25,7 @@ from pathlib import Path
 
 from geotrain.errors import InputError, RunError
 from geotrain.files import PRIVATE_DIR, geotrain_home
+from geotrain.train.worker_env import free_port, worker_env
 
 PYTHON = re.compile(r"^python(\d+(\.\d+)?)?$")
 STOP_GRACE_S = 5.0
@@ -122,17 +122,13 @@ def _enough(events: list[dict], wanted: int, warmup: int, min_seconds: float) ->
 
 
 def _env(progress: Path, scratch: Path, threads: int | None) -> dict[str, str]:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("RANK", "WORLD_SIZE", "MASTER_", "LOCAL_"))}
     package_root = str(Path(__file__).resolve().parents[2])  # so that any python finds the probe
-    env.update({
+    env = worker_env({
         "RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1", "GROUP_RANK": "0",
-        "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "GEOTRAIN_PROGRESS_FILE": str(progress),
+        "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()), "GEOTRAIN_PROGRESS_FILE": str(progress),
         "GEOTRAIN_RUN_ID": "profile", "GEOTRAIN_NODE_ID": "profile", "GEOTRAIN_GENERATION": "0",
         "GEOTRAIN_CHECKPOINT_URL": (scratch / "checkpoints").as_uri(),
-        "PYTHONPATH": os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH", "")) if p),
+        "PYTHONPATH": os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH", "")) if p),
         "PYTHONUNBUFFERED": "1",
     })
     if threads is not None:
