@@ -214,12 +214,24 @@ class Launcher:
             else:  # a worker failed with every node up
                 self.restarts += 1
                 self.ledger.event(self.run_id, EventKind.WORKER_FAILED, generation=self.generation, codes=detail,
-                                  restarts=self.restarts)
+                                  restarts=self.restarts, said=self._last_words(detail))
                 if self.restarts > self.options.max_restarts:
                     self._terminate_all("failed")
                     logs = self.run_dir / "logs"
                     raise RunError(f"workers failed {self.restarts} times with every node up (exit codes "
                                    f"{detail}); the restart budget is {self.options.max_restarts}; see {logs}")
+
+    def _last_words(self, codes: object, lines: int = 3) -> dict[str, list[str]]:
+        """The last lines of each failed worker's log, for the ledger (the log itself may not outlive the run)."""
+        said: dict[str, list[str]] = {}
+        for node_id in codes if isinstance(codes, dict) else ():
+            for log in (self.run_dir / "logs").glob(f"gen{self.generation:03d}-rank*-{node_id}.log"):
+                try:
+                    text = log.read_text(encoding="utf-8", errors="replace")
+                except OSError:
+                    continue
+                said[node_id] = [line[:300] for line in text.splitlines()[-lines:]]
+        return said
 
     def _provision(self) -> list[NodeInfo]:
         """The nodes of the next generation: launch what is missing, re-plan around what fails."""

@@ -5,13 +5,37 @@ variables replaced by the caller's own."""
 from __future__ import annotations
 
 import os
+import random
 import socket
+from pathlib import Path
 
 RANK_VARIABLES = ("RANK", "WORLD_SIZE", "MASTER_", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK")
 
 
+PORT_RANGE = (20000, 32767)  # below Linux's default ephemeral range (32768-60999)
+EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+
+
 def free_port() -> int:
-    with socket.socket() as s:
+    """A port free now, chosen outside the kernel's ephemeral range: the port stays unbound until the
+    worker binds it, and a port the kernel hands out for outgoing connections (gloo's, a peer's) could
+    be taken meanwhile; one below that range is only ever taken by a process that binds it by number."""
+    low, high = PORT_RANGE
+    try:
+        eph_low = int(EPHEMERAL_RANGE.read_text().split()[0])
+        high = min(high, eph_low - 1)
+    except (OSError, ValueError, IndexError):
+        pass
+    rng = random.SystemRandom()
+    for _ in range(64):
+        port = rng.randint(low, high) if high > low else 0
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return s.getsockname()[1]
+    with socket.socket() as s:  # everything tried was taken: any port the kernel gives
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
 

@@ -164,7 +164,8 @@ def test_nodes_that_fail_to_boot_or_die_before_their_worker_are_replaced(tmp_pat
     seen = kinds(run_id)
     assert seen[EventKind.LAUNCH_FAILED] == 1 and seen[EventKind.BOOT_FAILED] == 2
     assert seen[EventKind.PREEMPTED] >= 2 and seen[EventKind.NOTICE] >= 1
-    assert outcome.restarts == 0  # boot failures and preemptions never use the restart budget
+    failures = [e.detail for e in Ledger().events(run_id, kinds=(EventKind.WORKER_FAILED,))]
+    assert outcome.restarts == 0, failures  # boot failures and preemptions never use the restart budget
     boot = {n.node_id: n.end_reason for n in Ledger().nodes(run_id) if n.end_reason == "boot_failed"}
     assert len(boot) == 2
     assert_nothing_twice_nothing_left(provider, run_id)

@@ -16,7 +16,7 @@ import torch
 
 from geotrain.domain import JobSpec, Objective, SyncSettings, SyncStrategyName
 from geotrain.errors import RunError
-from geotrain.ledger import Ledger
+from geotrain.ledger import EventKind, Ledger
 from geotrain.launcher.loop import LaunchOptions, Launcher
 from geotrain.launcher.preemptions import PreemptionEvent, PreemptionSchedule
 from geotrain.planning.planfile import save_plan
@@ -277,6 +277,8 @@ def test_user_script_hears_the_notice_saves_and_resumes_in_the_next_generation(p
     run_id = launcher.start()
     outcome = launcher.run()
     assert outcome.status == "completed" and outcome.preemptions == 1
+    failures = [e.detail for e in Ledger().events(run_id, kinds=(EventKind.WORKER_FAILED,))]
+    assert outcome.restarts == 0, failures  # a notice and a preemption are no worker failure
     noticed = [json.loads(p.read_text()) for p in out.glob("noticed-r*.json")]
     assert [p.name for p in out.glob("noticed-r*.json")] == ["noticed-r1.json"]  # only the warned node
     assert noticed[0]["deadline"] is not None
