@@ -1,0 +1,47 @@
+"""The startup script a cloud VM runs at first boot (AWS user data, GCP ``startup-script`` metadata,
+Azure custom data): install geotrain at the launcher's version if the image lacks it, then start the
+node agent (``geotrain.node.agent``) with the run's token, listening on the agent port, watching the
+cloud's instance metadata for preemption notices.
+
+The script reads a few variables, unset on a real VM, that let a test run it as a local "VM":
+``GEOTRAIN_NODE_ROOT`` (the node directory, default /var/lib/geotrain-node), ``GEOTRAIN_PYTHON``
+(default python3), ``GEOTRAIN_AGENT_BIND`` (default 0.0.0.0) and ``GEOTRAIN_METADATA_URL`` (default:
+the cloud's link-local metadata endpoint).
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+
+import geotrain
+
+ENV_INSTALL_SPEC = "GEOTRAIN_INSTALL_SPEC"  # what pip installs on a VM without geotrain (a wheel URL, a git URL)
+
+
+def install_spec() -> str:
+    return os.environ.get(ENV_INSTALL_SPEC) or f"geotrain[train]=={geotrain.__version__}"
+
+
+def startup_script(*, cloud: str, token: str, agent_port: int) -> str:
+    """The bash script; ``token`` is written to a 0600 file on the VM, never onto a command line."""
+    if not token or "\n" in token or "GEOTRAIN_TOKEN" in token:
+        raise ValueError("a run token is one line of text")
+    version = geotrain.__version__
+    return f"""#!/bin/bash
+# geotrain {version}: start the node agent of a training run ({cloud})
+set -euo pipefail
+umask 077
+ROOT="${{GEOTRAIN_NODE_ROOT:-/var/lib/geotrain-node}}"
+PY="${{GEOTRAIN_PYTHON:-python3}}"
+mkdir -p "$ROOT"
+cat > "$ROOT/token" <<'GEOTRAIN_TOKEN'
+{token}
+GEOTRAIN_TOKEN
+if ! "$PY" -c 'import sys, geotrain; sys.exit(geotrain.__version__ != "{version}")' 2>/dev/null; then
+  "$PY" -m pip install --quiet {shlex.quote(install_spec())} >> "$ROOT/install.log" 2>&1
+fi
+exec "$PY" -m geotrain.node.agent --bind "${{GEOTRAIN_AGENT_BIND:-0.0.0.0}}" --port {int(agent_port)} \\
+  --root "$ROOT" --token-file "$ROOT/token" --cloud {shlex.quote(cloud)} \\
+  ${{GEOTRAIN_METADATA_URL:+--metadata-url "$GEOTRAIN_METADATA_URL"}} >> "$ROOT/agent.log" 2>&1
+"""
