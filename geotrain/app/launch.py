@@ -17,8 +17,11 @@ from geotrain.ledger import Ledger, RunStatus
 from geotrain.planning.planfile import load_plan, plan_from_dict
 from geotrain.procs import pid_alive
 from geotrain.providers.base import LOCAL_PROVIDER, Provider
+from geotrain.providers.base import LaunchRequest
+from geotrain.providers.registry import PROVIDER_NAMES, ProviderSettings, dry_run_calls, make_provider, parse_names
+from geotrain.train.worker_env import outbound_address
 
-PROVIDERS = (LOCAL_PROVIDER,)
+PROVIDERS = PROVIDER_NAMES
 
 
 def launch_options(*, preempt_rate: float | None = None, preempt_trace: Path | None = None,
@@ -39,20 +42,66 @@ def launch_options(*, preempt_rate: float | None = None, preempt_trace: Path | N
                          preemptions=schedule, **given)  # type: ignore[arg-type]
 
 
-def get_provider(name: str, options: LaunchOptions | None = None) -> Provider:
-    """A provider by name (imported on demand: cloud SDKs load only when asked for), wrapped in the
-    fault injector when the launch's trace holds provider faults."""
-    if name != LOCAL_PROVIDER:
-        raise InputError(f"--provider: {name!r} is not available; providers: {', '.join(PROVIDERS)}")
-    from geotrain.providers.local import LocalProvider
+def get_provider(name: str, options: LaunchOptions | None = None, inventory: str | None = None) -> Provider:
+    """A provider by name, or a router over a comma-separated list (see ``geotrain.providers.registry``;
+    cloud SDKs load only when asked for), wrapped in the fault injector when the launch's trace holds
+    provider faults."""
+    names = parse_names(name)
+    if names == (LOCAL_PROVIDER,):
+        from geotrain.providers.local import LocalProvider
 
-    provider: Provider = LocalProvider()
+        provider: Provider = LocalProvider()
+    else:
+        provider = make_provider(names, provider_settings(options, inventory))
     faults = options.preemptions.faults if options is not None else ()
     if faults:
         from geotrain.providers.faults import FaultInjector
 
         provider = FaultInjector(provider, faults)
     return provider
+
+
+def provider_settings(options: LaunchOptions | None, inventory: str | None) -> ProviderSettings:
+    """What the cloud providers are told of the launch: the launcher's address (the one address the
+    run's firewall opens the node agents to) and the on-prem inventory."""
+    address = (options.control_address if options else None) or outbound_address()
+    cidr = address if "/" in address else f"{address}/{128 if ':' in address else 32}"
+    return ProviderSettings(control_cidr=cidr, inventory=Path(inventory) if inventory else None)
+
+
+def check_clouds(plan, names: tuple[str, ...]) -> None:  # noqa: ANN001
+    """Refuse a plan with nodes in a cloud none of the providers serves, before any VM is bought."""
+    if names == (LOCAL_PROVIDER,):
+        return
+    missing = sorted({item.offer.location.cloud for item in plan.items} - set(names))
+    if missing:
+        raise InputError(f"the plan has nodes on {', '.join(missing)}, but --provider is {','.join(names)}; "
+                         f"use --provider {','.join(sorted(set(names) | set(missing)))}")
+
+
+def dry_run(plan_path: Path, options: LaunchOptions, *, provider_name: str | None = None) -> list[dict]:
+    """What launching the plan would call, per planned node: the provider's SDK calls (or SSH
+    commands) with their parameters and the startup script, the run token hidden. Calls nothing."""
+    plan = load_plan(plan_path)
+    resolve_training(plan, options)
+    names = parse_names(provider_name or plan.provider or LOCAL_PROVIDER)
+    check_clouds(plan, names)
+    settings = provider_settings(options, plan.job.onprem_inventory)
+    out: list[dict] = []
+    run_id = "run-dry-run"
+    for item in plan.items:
+        for k in range(item.count):
+            request = LaunchRequest(f"{run_id}/{item.offer.offer_id}/{k}", run_id, item.offer)
+            node = {"node": request.request_id, "offer": item.offer.offer_id, "market": item.offer.market.value,
+                    "usd_per_hour": item.offer.price_usd_per_hour}
+            if names == (LOCAL_PROVIDER,):
+                node["provider"], node["calls"] = LOCAL_PROVIDER, [{"call": "local node agent (a process here)"}]
+            else:
+                cloud = item.offer.location.cloud
+                node["provider"] = cloud
+                node["calls"] = dry_run_calls(cloud, request, settings)
+            out.append(node)
+    return out
 
 
 def launch(plan_path: Path, options: LaunchOptions, *, provider_name: str | None = None,
@@ -63,7 +112,9 @@ def launch(plan_path: Path, options: LaunchOptions, *, provider_name: str | None
     resolve_training(plan, options)  # refuse what cannot be trained before any provider is touched
     if options.checkpoint_url:
         check_checkpoint_url(options.checkpoint_url)  # and a checkpoint location the workers cannot use
-    provider = get_provider(provider_name or plan.provider or LOCAL_PROVIDER, options)
+    name = provider_name or plan.provider or LOCAL_PROVIDER
+    check_clouds(plan, parse_names(name))
+    provider = get_provider(name, options, plan.job.onprem_inventory)
     provider.check_credentials()
     launcher = Launcher(plan, provider, options=options, on_status=on_status)
     run_id = launcher.start()
@@ -82,7 +133,7 @@ def resume(run_id: str, *, on_status: Callable[[Status], None] | None = None) ->
         raise InputError(f"run {run_id} still has a launcher (pid {row.launcher_pid}); stop it first or wait")
     plan = plan_from_dict(json.loads(row.plan_json), f"ledger run {run_id}")
     options = LaunchOptions.from_dict(json.loads(row.options_json))
-    provider = get_provider(row.provider, options)
+    provider = get_provider(row.provider, options, plan.job.onprem_inventory)
     launcher = Launcher(plan, provider, options=options, ledger=ledger, on_status=on_status)
     launcher.adopt(run_id)
     return launcher.run()

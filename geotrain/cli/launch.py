@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 from pathlib import Path
@@ -38,13 +39,27 @@ def launch(
                                         help="Stop when the run has cost this many dollars in all."),
     seed: int = typer.Option(0, "--seed", min=0, max=2**31 - 1, help="Seed of the model, the data and the injected preemptions."),
     resume_id: str = typer.Option(None, "--resume", help="Adopt the live nodes of a run whose launcher died and go on."),
+    control_address: str = typer.Option(None, "--control-address",
+                                        help="Where cloud nodes reach this machine (its public IP behind NAT; "
+                                             "default: its outbound address); the only address the run's "
+                                             "firewall lets reach the node agents."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Print what each provider would call (VMs, zones, prices, "
+                                                          "the startup script) without calling it."),
     as_json: bool = typer.Option(False, "--json", help="Print the outcome as JSON."),
 ) -> None:
     """Boot the plan's nodes, train on them, survive preemptions. After `--`, a user's torchrun-style command."""
     from geotrain.errors import EXIT_INTERRUPTED, InputError
 
-    _require_train_extra()
     from geotrain.app import launch as app_launch
+
+    if dry_run:
+        if plan_path is None or resume_id:
+            raise InputError("--dry-run needs a plan file (and no --resume)")
+        options = app_launch.launch_options(steps=steps, command=tuple(ctx.args), train_workload=train_workload,
+                                            sync=sync, control_address=control_address)
+        _show_dry_run(app_launch.dry_run(plan_path, options, provider_name=provider), as_json)
+        return
+    _require_train_extra()
 
     show = _display()
     if resume_id:
@@ -57,7 +72,7 @@ def launch(
             checkpoint_url=checkpoint_url, checkpoint_region=checkpoint_region,
             checkpoint_every=checkpoint_every, deterministic=deterministic, max_restarts=max_restarts,
             block_min=block_min, max_spend_usd=max_spend_usd, seed=seed, preempt_rate=preempt_rate,
-            preempt_trace=preempt_trace, preempt_at=preempt_at, notice_s=notice,
+            preempt_trace=preempt_trace, preempt_at=preempt_at, notice_s=notice, control_address=control_address,
         )
         outcome = app_launch.launch(plan_path, options, provider_name=provider, on_status=show,
                                     on_start=_started)
@@ -70,6 +85,27 @@ def launch(
                         f"checkpoints in {outcome.checkpoint_url}")
     if outcome.status == "stopped" and outcome.reason == "interrupted":
         raise typer.Exit(EXIT_INTERRUPTED)
+
+
+def _show_dry_run(nodes: list[dict], as_json: bool) -> None:
+    if as_json:
+        print_json(nodes)
+        return
+    out = console()
+    out.print(f"dry run: {len(nodes)} node(s) would be launched; nothing was called", markup=False)
+    for node in nodes:
+        out.print(f"\n{node['node']} ({node['provider']}, {node['market']}, {usd(node['usd_per_hour'], 4)}/h)",
+                  markup=False)
+        for call in node["calls"]:
+            out.print(f"  {call['call']}", markup=False)
+            for key, value in (call.get("params") or {}).items():
+                text = value if isinstance(value, str) else json.dumps(value, default=str)
+                if "\n" in text:
+                    out.print(f"    {key}:", markup=False)
+                    for line in text.splitlines():
+                        out.print(f"      | {line}", markup=False)
+                else:
+                    out.print(f"    {key}: {text}", markup=False)
 
 
 def _require_train_extra() -> None:

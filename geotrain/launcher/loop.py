@@ -49,7 +49,7 @@ from geotrain.launcher.options import LaunchOptions, RunOutcome, Status
 from geotrain.launcher.provisioning import boot_failed, launch_missing, mend, survivors_of, track_untracked
 from geotrain.launcher.training import Training, resolve_training
 from geotrain.launcher.workers import check_checkpoint_url, kill_stale_workers, node_dir, open_store
-from geotrain.train.worker_env import free_port, worker_env
+from geotrain.train.worker_env import free_port, outbound_address, worker_env
 from geotrain.ledger import EventKind, Ledger, RunStatus
 from geotrain.providers.base import NodeInfo, NodeProcess, NodeState, Provider
 
@@ -320,7 +320,7 @@ class Launcher:
             "target_steps": self.options.steps, "checkpoint_url": self.options.checkpoint_url,
             "checkpoint_every": self.options.checkpoint_every,
             "progress_every": self.options.progress_every, "collective_timeout_s": self.options.collective_timeout_s,
-            "store": {"host": "127.0.0.1", "port": self._store.port, "prefix": self._store_secret}, "nodes": table,
+            "store": {"host": self._store_host(), "port": self._store.port, "prefix": self._store_secret}, "nodes": table,
             "backend": self._backend(members),
         }
         path = self.run_dir / f"generation-{self.generation}.json"
@@ -366,6 +366,12 @@ class Launcher:
                           nodes=[n.node_id for n in members], sync=t.sync.strategy.value,
                           pids={node_id: p.pid for node_id, p in self._procs.items()})
         return True
+
+    def _store_host(self) -> str:
+        """Where the nodes reach this launcher's rendezvous store."""
+        if self.provider.capabilities.shared_host:
+            return "127.0.0.1"
+        return self.options.control_address or outbound_address()
 
     def _backend(self, members: list[NodeInfo]) -> str:
         """nccl when every rank gets a GPU of its own, else gloo (see ``pick_backend``)."""
@@ -434,7 +440,7 @@ class Launcher:
                 time.sleep(0.05)
             if p.poll() is None:
                 try:
-                    os.kill(p.pid, signal.SIGKILL)
+                    p.kill()  # a local Popen, or a command of a remote node's agent
                 except ProcessLookupError:
                     pass
                 try:

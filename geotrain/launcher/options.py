@@ -36,6 +36,7 @@ class LaunchOptions:
     poll_s: float = 0.1
     launch_attempts: int = 6  # throttled launches: tries per node before giving up
     backoff_s: float = 0.5  # first pause after a throttled launch (doubles each time)
+    control_address: str | None = None  # where remote nodes reach the launcher (default: its outbound address)
 
     def to_dict(self) -> dict:
         data = asdict(self)

@@ -119,6 +119,10 @@ class NodeProcess(Protocol):
         """Block until it exits (``subprocess.TimeoutExpired`` after ``timeout`` seconds)."""
         ...
 
+    def kill(self) -> None:
+        """End it now (SIGKILL), with what it started where the node can tell."""
+        ...
+
 
 @runtime_checkable
 class Provider(Protocol):

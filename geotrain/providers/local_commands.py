@@ -60,6 +60,11 @@ class AgentProcess:
             delay = min(delay * 2, 0.05)
         return code
 
+    def kill(self) -> None:
+        """SIGKILL, unless it has ended (its pid may be another process's by now)."""
+        if self.poll() is None:
+            os.kill(self.pid, signal.SIGKILL)
+
     def _exit_code(self) -> int | None:
         try:
             return int(self.exit_path.read_text())

@@ -46,3 +46,14 @@ def worker_env(extra: dict[str, str]) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(RANK_VARIABLES)}
     env.update(extra)
     return env
+
+
+def outbound_address() -> str:
+    """This machine's address on the route to the internet (no packet is sent); 127.0.0.1 without one.
+    Behind NAT the nodes need the public address instead: ``--control-address``."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        try:
+            s.connect(("192.0.2.1", 9))  # TEST-NET-1: a route lookup only
+            return s.getsockname()[0]
+        except OSError:
+            return "127.0.0.1"

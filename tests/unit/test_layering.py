@@ -31,7 +31,7 @@ LAYERS: list[set[str]] = [
     {"perf", "solver", "pricing", "providers", "train"},
     {"ledger"},
     {"config"},
-    {"specfile", "files", "procs"},
+    {"specfile", "files", "procs", "node"},
     {"domain"},
     {"errors"},
 ]
