@@ -27,6 +27,7 @@ demo: $(VENV)/.demo-installed
 	$(BIN)/geotrain cost-report --plot .demo/costs.png
 
 test: $(VENV)/.test-installed
+	sh scripts/ensure_sshd.sh  # the on-prem provider's tests talk to a real sshd
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 bench: $(VENV)/.test-installed

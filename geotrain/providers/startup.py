@@ -1,5 +1,7 @@
 """The startup script a cloud VM runs at first boot (AWS user data, GCP ``startup-script`` metadata,
-Azure custom data): install geotrain at the launcher's version if the image lacks it, then start the
+Azure custom data): install geotrain at the launcher's version if the image lacks it (into a virtual environment of its
+own: images whose Python the OS manages refuse a plain pip install; geotrain needs Python 3.11 or
+newer, so the image must have one, e.g. Ubuntu 24.04), then start the
 node agent (``geotrain.node.agent``) with the run's token, listening on the agent port, watching the
 cloud's instance metadata for preemption notices.
 
@@ -39,6 +41,10 @@ cat > "$ROOT/token" <<'GEOTRAIN_TOKEN'
 {token}
 GEOTRAIN_TOKEN
 if ! "$PY" -c 'import sys, geotrain; sys.exit(geotrain.__version__ != "{version}")' 2>/dev/null; then
+  # the image's Python may be managed by the OS (PEP 668): geotrain gets a virtual environment of its own
+  "$PY" -m venv --system-site-packages "$ROOT/venv" >> "$ROOT/install.log" 2>&1 || \
+    {{ apt-get install -y -q python3-venv >> "$ROOT/install.log" 2>&1 && "$PY" -m venv --system-site-packages "$ROOT/venv"; }}
+  PY="$ROOT/venv/bin/python"
   "$PY" -m pip install --quiet {shlex.quote(install_spec())} >> "$ROOT/install.log" 2>&1
 fi
 exec "$PY" -m geotrain.node.agent --bind "${{GEOTRAIN_AGENT_BIND:-0.0.0.0}}" --port {int(agent_port)} \\

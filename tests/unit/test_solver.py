@@ -208,7 +208,7 @@ def test_max_throughput_equals_brute_force(problem):
     assert admissible(problem, result.solution.counts)
 
 
-@SETTINGS
+@settings(SETTINGS, max_examples=20)  # the same referee as min_cost_per_sample, with a rate floor: fewer suffice
 @given(problem=instances(), fraction=st.floats(0.05, 1.0))
 def test_min_cost_by_deadline_equals_brute_force(problem, fraction):
     """min_cost_by_deadline is the cheapest $/sample among mixes that reach the deadline's rate floor."""

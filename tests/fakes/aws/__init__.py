@@ -56,11 +56,17 @@ and pricing calls for these regions answer 503 Unavailable / 500 InternalErrorEx
 (operations whose answer has an unexpected shape: spot price "n/a", GPU types without VCpuInfo,
 price list entries without terms, a feed without ``ranges``), ``regions`` (a subset of regions that
 DescribeRegions lists; None = moto's 38). ``calls`` records (operation, region) of each request.
+
+Instances (``FakeAws(hypervisor=...)``, knobs on ``fake.vms``): RunInstances honours ClientToken, gives
+127.0.0.N public IPs and boots the user data on the optional hypervisor; TerminateInstances kills the VMs;
+``vms.run_errors``, ``vms.run_timeouts``, ``vms.reclaim`` (spot reclaim), ``vms.forget``; the Deep Learning
+AMI SSM parameter is registered per region. See :mod:`tests.fakes.aws.vms`.
 """
 
 from tests.fakes.aws.data import ACCOUNT_ID, GPU_OF_CANONICAL, OFFERS_CSV, BundledRow, bundled_aws_rows, placement_score
 from tests.fakes.aws.ec2 import EC2_ERRORS, EC2_HANDLERS
 from tests.fakes.aws.server import FakeAws
+from tests.fakes.aws.vms import DLAMI_IMAGE_ID, DLAMI_PARAMETER, SPOT_RECLAIM_CODE, AwsVms
 
-__all__ = ["ACCOUNT_ID", "EC2_ERRORS", "EC2_HANDLERS", "GPU_OF_CANONICAL", "OFFERS_CSV", "BundledRow", "FakeAws",
-           "bundled_aws_rows", "placement_score"]
+__all__ = ["ACCOUNT_ID", "DLAMI_IMAGE_ID", "DLAMI_PARAMETER", "EC2_ERRORS", "EC2_HANDLERS", "GPU_OF_CANONICAL",
+           "OFFERS_CSV", "SPOT_RECLAIM_CODE", "AwsVms", "BundledRow", "FakeAws", "bundled_aws_rows", "placement_score"]

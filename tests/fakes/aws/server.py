@@ -17,6 +17,7 @@ from werkzeug.wrappers import Request, Response
 from geotrain.pricing import interruption
 from tests.fakes.aws.data import data
 from tests.fakes.aws.ec2 import EC2_ERRORS, EC2_HANDLERS, ec2_xml, Ec2Error, Query
+from tests.fakes.aws.vms import AwsVms, Hypervisor
 from tests.fakes.aws.wire import ec2_error, json_error, json_or_query_action, matches, page, signed_region, signed_service
 
 TYPES_XML: dict[tuple[bytes, int | None], str] = {}  # DescribeInstanceTypes pages (request body → answer)
@@ -25,8 +26,9 @@ TYPES_XML: dict[tuple[bytes, int | None], str] = {}  # DescribeInstanceTypes pag
 class FakeAws:
     """The server; use as a context manager or call :meth:`stop`."""
 
-    def __init__(self) -> None:
+    def __init__(self, hypervisor: Hypervisor | None = None) -> None:
         self.data = data()
+        self.vms = AwsVms(self, hypervisor)  # instances: ClientToken, 127.0.0.N addresses, VMs, knobs (vms.py)
         self.page_size: int | None = None
         self.throttle: dict[str, int] = {}
         self.failing_regions: set[str] = set()
@@ -60,6 +62,7 @@ class FakeAws:
         self.throttle, self.failing_regions, self.denied, self.bad_shape = {}, set(), set(), set()
         with self._lock:
             self.calls = []
+        self.vms.reset()
 
     def count(self, operation: str) -> int:
         with self._lock:
@@ -121,6 +124,9 @@ class FakeAws:
                 cached = TYPES_XML.get((body, self.page_size))
                 if cached is not None:
                     return Response(cached, 200, content_type="text/xml")(environ, start_response)
+            handled = self.vms.ec2(action, body, region, environ, start_response)
+            if handled is not None:
+                return handled
             if handler is not None:
                 query = Query(parse_qs(body.decode("utf-8")), region, self)
                 if query.flag("DryRun"):
@@ -136,6 +142,8 @@ class FakeAws:
                 return response(environ, start_response)
         elif service:
             self._record(json_or_query_action(request, body), region)
+            if service == "ssm":
+                self.vms.before_ssm(region)
         return self._moto_app(environ, start_response)
 
     def _pricing(self, request: Request, operation: str) -> Response:

@@ -106,11 +106,11 @@ def method_name(operation: str) -> str:
 
 
 def error_code(exc: Any) -> str:
-    return str(getattr(exc, "response", {}).get("Error", {}).get("Code", ""))
+    return str((getattr(exc, "response", None) or {}).get("Error", {}).get("Code", ""))  # a timeout has None
 
 
 def error_message(exc: Any) -> str:
-    return str(getattr(exc, "response", {}).get("Error", {}).get("Message", "")) or str(exc)
+    return str((getattr(exc, "response", None) or {}).get("Error", {}).get("Message", "")) or str(exc)
 
 
 def is_throttled(exc: BaseException) -> bool:

@@ -1,0 +1,302 @@
+"""The instance side of the AWS fake: moto's EC2 instances as local "VMs", with the knobs a launch test needs.
+
+:class:`AwsVms` (``FakeAws.vms``) sits in front of moto's EC2 dispatcher for a few actions, and lets
+moto do the rest (DescribeInstances, security groups, tags, VPCs, SSM):
+
+- **RunInstances.** Honours ``ClientToken`` as AWS does and moto does not (moto 5.2.5 makes a new
+  instance for every call): a request whose token was seen before gets the answer of the first one,
+  and ``IdempotentParameterMismatch`` (400) if its other parameters differ. The check and the create
+  hold one lock, so concurrent requests with one token make one instance. Each instance moto makes
+  gets a public IP of 127.0.0.N (``hypervisor.new_address()``, or the fake's own counter from
+  127.0.0.2 when there is no hypervisor), written into moto's network interface and into the answer;
+  with a hypervisor, its user data (base64-decoded) is booted as the VM's startup script:
+  ``hypervisor.boot(instance_id, "aws", script, address)``.
+- **TerminateInstances.** moto terminates; then every instance of the request this fake made is
+  killed on the hypervisor (``hypervisor.kill``) before the answer goes back.
+- **DeleteSecurityGroup.** ``DependencyViolation`` (400) while a pending or running instance of this
+  fake uses the group, as AWS answers (moto deletes it anyway).
+- **SSM.** moto has no Deep Learning AMI parameters; on the first SSM request for a region the fake
+  registers :data:`DLAMI_PARAMETER` in moto's SSM backend there, pointing at :data:`DLAMI_IMAGE_ID`
+  (``ami-dca37ea5``, moto's bundled "Deep Learning AMI Ubuntu Linux - 2.4_Oct2017", owner
+  898082745236, which moto serves in every region).
+
+Knobs (attributes; :meth:`reset` puts them back):
+
+- ``run_errors``: error codes (or ``(code, message)``) that the next RunInstances requests answer,
+  one each, in order, before moto sees them (so no instance is made). The HTTP status is AWS's:
+  500 for the Insufficient*Capacity codes and InternalError, 503 for Unavailable and
+  RequestLimitExceeded, 401 AuthFailure, 403 UnauthorizedOperation, 400 otherwise.
+- ``run_timeouts``: how many RunInstances answers are held back ``run_delay_s`` seconds (default 3)
+  *after* the instance was made, so that a client with a shorter read timeout gives up while the
+  instance exists (the "timeout with unknown outcome").
+- :meth:`reclaim`: a spot reclaim by AWS: the instance is terminated with StateReason
+  ``Server.SpotInstanceTermination`` and its VM killed; with ``notice_s``, the VM's metadata shows the
+  spot instance-action notice that long before (through the hypervisor's FakeMetadata).
+- :meth:`forget`: AWS no longer lists the instance (as it drops terminated ones after about an hour).
+
+Records: ``run_requests`` (the form parameters of every RunInstances request that reached this
+layer, as sent: ``InstanceMarketOptions.MarketType`` …), ``made`` (instance id → region, every
+instance made through this fake). :meth:`live` counts those still pending or running in moto.
+"""
+
+from __future__ import annotations
+
+from geotrain.providers.aws.provider import DEFAULT_IMAGE_PARAMETER
+
+import base64
+import binascii
+import re
+import threading
+import time
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any, Protocol
+from urllib.parse import parse_qs
+
+from werkzeug.wrappers import Response
+
+from tests.fakes.aws.data import ACCOUNT_ID
+from tests.fakes.aws.wire import ec2_error
+
+if TYPE_CHECKING:
+    from tests.fakes.aws.server import FakeAws
+
+DLAMI_PARAMETER = DEFAULT_IMAGE_PARAMETER  # the provider's default image
+DLAMI_IMAGE_ID = "ami-dca37ea5"  # moto's bundled "Deep Learning AMI Ubuntu Linux - 2.4_Oct2017"
+SPOT_RECLAIM_CODE = "Server.SpotInstanceTermination"
+ERROR_STATUS = {"InsufficientInstanceCapacity": 500, "InsufficientCapacity": 500, "InsufficientHostCapacity": 500,
+                "InternalError": 500, "Unavailable": 503, "RequestLimitExceeded": 503, "AuthFailure": 401,
+                "UnauthorizedOperation": 403}
+_INSTANCE_ID = re.compile(rb"<instanceId>(i-[0-9a-f]+)</instanceId>")
+
+
+class Hypervisor(Protocol):  # tests/fakes/vms.py
+    def new_address(self) -> str: ...
+    def boot(self, vm_id: str, cloud: str, script: str, address: str) -> None: ...
+    def kill(self, vm_id: str) -> None: ...
+    def alive(self, vm_id: str) -> bool: ...
+
+
+class AwsVms:
+    """See the module docstring."""
+
+    def __init__(self, fake: FakeAws, hypervisor: Hypervisor | None = None) -> None:
+        self.fake = fake
+        self.hypervisor = hypervisor
+        self.run_errors: list[str | tuple[str, str]] = []
+        self.run_timeouts = 0
+        self.run_delay_s = 3.0
+        self.run_requests: list[dict[str, str]] = []
+        self.made: dict[str, str] = {}  # instance id → region
+        self._tokens: dict[tuple[str, str], tuple[dict[str, str], int, bytes]] = {}  # (region, token) → answer
+        self._ssm_regions: set[str] = set()
+        self._next = 2
+        self._lock = threading.Lock()  # RunInstances: token check and create together
+        self._state_lock = threading.Lock()
+
+    def reset(self) -> None:
+        with self._state_lock:
+            self.run_errors, self.run_timeouts, self.run_delay_s = [], 0, 3.0
+            self.run_requests = []
+
+    # ------------------------------------------------------------------ what tests look at
+
+    def instance(self, instance_id: str) -> Any:
+        """moto's Instance object (KeyError if this fake did not make it, or AWS forgot it)."""
+        region = self.made[instance_id]
+        for reservation in _backend(region).reservations.values():
+            for inst in reservation.instances:
+                if inst.id == instance_id:
+                    return inst
+        raise KeyError(instance_id)
+
+    def live(self) -> int:
+        """Instances made through this fake that moto holds as pending or running."""
+        count = 0
+        for instance_id in list(self.made):
+            try:
+                count += self.instance(instance_id).state in ("pending", "running")
+            except KeyError:
+                continue
+        return count
+
+    # ------------------------------------------------------------------ knobs
+
+    def reclaim(self, instance_id: str, *, notice_s: float = 0.0) -> None:
+        """Take a spot instance back as AWS does: terminated, StateReason Server.SpotInstanceTermination,
+        the VM killed. With ``notice_s`` > 0 the VM's metadata shows the instance-action notice first
+        (if the hypervisor has a :class:`tests.fakes.metadata.FakeMetadata`) and the reclaim comes
+        ``notice_s`` seconds later (AWS gives 120)."""
+        from moto.ec2.models.instances import StateReason
+
+        inst = self.instance(instance_id)
+        if inst.lifecycle != "spot":
+            raise ValueError(f"{instance_id} is not a spot instance; AWS reclaims only spot instances")
+        if notice_s > 0:
+            metadata = getattr(self.hypervisor, "metadata", None)
+            if metadata is not None:
+                metadata.notify(instance_id, "reclaim")
+            timer = threading.Timer(notice_s, self.reclaim, args=(instance_id,))
+            timer.daemon = True
+            timer.start()
+            return
+        if inst.state not in ("pending", "running"):
+            return  # ended meanwhile
+        inst.terminate()
+        inst.state_reason = StateReason(f"{SPOT_RECLAIM_CODE}: Spot instance termination", SPOT_RECLAIM_CODE)
+        inst._reason = inst._reason.replace("User initiated", "Service initiated")  # noqa: SLF001 - moto's field
+        self._kill([instance_id])
+
+    def forget(self, instance_id: str) -> None:
+        """AWS no longer lists the instance (its VM, if still running, is killed too)."""
+        backend = _backend(self.made[instance_id])
+        for rid, reservation in list(backend.reservations.items()):
+            reservation.instances = [i for i in reservation.instances if i.id != instance_id]
+            if not reservation.instances:
+                del backend.reservations[rid]
+        self._kill([instance_id])
+
+    # ------------------------------------------------------------------ the hooks (server.py)
+
+    def before_ssm(self, region: str) -> None:
+        """Register the Deep Learning AMI parameter in moto's SSM backend of ``region`` (once)."""
+        if not region or region in self._ssm_regions:
+            return
+        from moto.core.utils import utcnow
+        from moto.ssm.models import Parameter, ssm_backends
+
+        params = ssm_backends[ACCOUNT_ID][region]._parameters  # noqa: SLF001 - moto's store
+        if not params[DLAMI_PARAMETER]:
+            params[DLAMI_PARAMETER].append(Parameter(
+                account_id=ACCOUNT_ID, name=DLAMI_PARAMETER, value=DLAMI_IMAGE_ID, parameter_type="String",
+                description=None, allowed_pattern=None, keyid=None, last_modified_date=utcnow(), version=1,
+                data_type="aws:ec2:image"))
+        self._ssm_regions.add(region)
+
+    def ec2(self, action: str, body: bytes, region: str, environ: dict[str, Any],
+            start_response: Any) -> Iterable[bytes] | None:
+        """Answer ``action`` here, or None to let moto answer it."""
+        if action not in ("RunInstances", "TerminateInstances", "DeleteSecurityGroup"):
+            return None
+        form = {k: v[0] for k, v in parse_qs(body.decode("utf-8")).items()}
+        if form.get("DryRun", "").lower() == "true":
+            return None
+        if action == "RunInstances":
+            response = self._run(form, region, environ)
+        elif action == "TerminateInstances":
+            response = self._terminate(form, environ)
+        else:
+            response = self._delete_group(form, region, environ)
+        return response(environ, start_response)
+
+    def _run(self, form: dict[str, str], region: str, environ: dict[str, Any]) -> Response:
+        with self._state_lock:
+            self.run_requests.append(dict(form))
+            error = self.run_errors.pop(0) if self.run_errors else None
+        if error is not None:
+            code, message = error if isinstance(error, tuple) else (error, f"{error} (fake run_errors knob)")
+            return ec2_error(code, ERROR_STATUS.get(code, 400), message)
+        token = form.get("ClientToken")
+        params = {k: v for k, v in form.items() if k != "ClientToken"}
+        with self._lock:
+            seen = self._tokens.get((region, token)) if token else None
+            if seen is not None:
+                first, status, answer = seen
+                if first != params:
+                    return ec2_error("IdempotentParameterMismatch", 400,
+                                     f"Arguments on this idempotent request are inconsistent with arguments used "
+                                     f"in previous request(s) with client token {token}.")
+                return Response(answer, status, content_type="text/xml")
+            status, answer = _moto(self.fake, environ)
+            if status == 200:
+                answer = self._made(answer, region, form)
+                if token:
+                    self._tokens[(region, token)] = (params, status, answer)
+        with self._state_lock:
+            held = self.run_timeouts > 0 and status == 200
+            if held:
+                self.run_timeouts -= 1
+        if held:
+            time.sleep(self.run_delay_s)  # the client has given up by now; the instance exists
+        return Response(answer, status, content_type="text/xml")
+
+    def _made(self, answer: bytes, region: str, form: dict[str, str]) -> bytes:
+        script = _user_data(form.get("UserData"))
+        for raw_id in _INSTANCE_ID.findall(answer):
+            instance_id = raw_id.decode()
+            self.made[instance_id] = region
+            inst = self.instance(instance_id)
+            address = self.hypervisor.new_address() if self.hypervisor is not None else self._address()
+            old = inst.public_ip
+            inst.nics[0].public_ip = address
+            if old:
+                answer = answer.replace(old.encode(), address.encode())
+                answer = answer.replace(old.replace(".", "-").encode(), address.replace(".", "-").encode())
+            if self.hypervisor is not None:
+                self.hypervisor.boot(instance_id, "aws", script, address)
+        return answer
+
+    def _terminate(self, form: dict[str, str], environ: dict[str, Any]) -> Response:
+        status, answer = _moto(self.fake, environ)
+        if status == 200:
+            self._kill([v for k, v in form.items() if k.startswith("InstanceId.")])
+        return Response(answer, status, content_type="text/xml")
+
+    def _delete_group(self, form: dict[str, str], region: str, environ: dict[str, Any]) -> Response:
+        group_id = form.get("GroupId")
+        for instance_id, where in list(self.made.items()):
+            if where != region:
+                continue
+            try:
+                inst = self.instance(instance_id)
+            except KeyError:
+                continue
+            if inst.state in ("pending", "running") and any(g.id == group_id for g in inst.security_groups):
+                return ec2_error("DependencyViolation", 400, f"resource {group_id} has a dependent object")
+        status, answer = _moto(self.fake, environ)
+        return Response(answer, status, content_type="text/xml")
+
+    def _kill(self, instance_ids: list[str]) -> None:
+        if self.hypervisor is None:
+            return
+        for instance_id in instance_ids:
+            if instance_id in self.made:
+                self.hypervisor.kill(instance_id)
+
+    def _address(self) -> str:
+        with self._state_lock:
+            while self._next % 256 in (0, 255):
+                self._next += 1
+            n, self._next = self._next, self._next + 1
+        return f"127.{(n >> 16) & 255}.{(n >> 8) & 255}.{n & 255}"
+
+
+def _backend(region: str) -> Any:
+    from moto.ec2.models import ec2_backends
+    return ec2_backends[ACCOUNT_ID][region]
+
+
+def _moto(fake: FakeAws, environ: dict[str, Any]) -> tuple[int, bytes]:
+    """moto's answer to the request in ``environ`` (its body was put back by the server layer)."""
+    status: list[str] = []
+
+    def start_response(line: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Any:
+        status.append(line)
+        return lambda data: None
+
+    chunks = fake._moto_app(environ, start_response)  # noqa: SLF001 - the fake's own moto
+    try:
+        answer = b"".join(chunks)
+    finally:
+        close = getattr(chunks, "close", None)
+        if close is not None:
+            close()
+    return int(status[0].split()[0]), answer
+
+
+def _user_data(value: str | None) -> str:
+    if not value:
+        return ""
+    try:
+        return base64.b64decode(value).decode("utf-8")
+    except (binascii.Error, UnicodeDecodeError):
+        return value
