@@ -15,6 +15,8 @@ File format (YAML)::
             vcpus: 16
             memory_gib: 128
             price_usd_per_hour: 0.0    # amortized cost of one machine-hour (often 0)
+            hosts:                     # for `geotrain launch --provider onprem`: one SSH login per machine
+              - {host: 10.0.0.5, user: me, port: 22, key: ~/.ssh/id_ed25519, python: python3}
 
 Each machine kind becomes one offer: cloud ``onprem``, region = site, zone "", market ``owned``,
 capacity_hint = count, interruption band ``none`` (0 interruptions per hour).
@@ -116,6 +118,8 @@ def _machine(fields: Fields) -> OnPremMachine:
         memory_gib=fields.number("memory_gib", minimum=0),
         price_usd_per_hour=fields.number("price_usd_per_hour", 0.0, minimum=0),
     )
+    if "hosts" in fields.keys():
+        fields.sections("hosts")  # the machines' SSH logins: read by geotrain.providers.onprem.load_hosts
     fields.finish()
     return machine
 

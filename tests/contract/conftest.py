@@ -136,6 +136,9 @@ def _cloud(module: str, factory: str) -> Callable[[Path], Harness]:
 HARNESSES: dict[str, Callable[[Path], Harness]] = {
     "local": local_harness, "fake": fake_harness,
     "aws": _cloud("harness_aws", "make_aws_harness"),  # boto3 against moto server, instances booted as local VMs
+    "onprem": _cloud("harness_onprem", "make_onprem_harness"),  # ssh to a real sshd on loopback
+    "gcp": _cloud("harness_gcp", "make_gcp_harness"),  # google-cloud-compute against the Compute Engine fake
+    "azure": _cloud("harness_azure", "make_azure_harness"),  # azure-mgmt-* against the ARM fake
 }
 
 

@@ -71,6 +71,24 @@ class FakeSSHD:
                 "-i", str(key or self.client_key), "-p", str(self.port), "-l", self.user,
                 address or self.addresses[0]]
 
+    def restart(self) -> None:
+        """Start the stopped server again: same port, keys and config."""
+        if self.alive():
+            return
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen([SSHD, "-D", "-e", "-f", str(self.root / "sshd_config")],
+                                         stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                         start_new_session=True)
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while not all(_banner(a, self.port) for a in self.addresses):
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"sshd did not start again; its log says: {self.log_tail()}")
+            time.sleep(0.02)
+
+    def logins(self) -> int:
+        """How many logins the server has accepted so far."""
+        return self.log_tail(10**9).count("Accepted publickey")
+
     def stop(self) -> None:
         proc, self.proc = self.proc, None
         if proc is None:
@@ -215,6 +233,33 @@ def silent_listener(address: str = "127.0.0.1") -> Iterator[int]:
         sock.bind((address, 0))
         sock.listen(16)
         yield sock.getsockname()[1]
+
+
+def node_processes(root: Path) -> dict[int, str]:
+    """Live processes of the on-prem nodes at or under ``root`` (a node directory, or the hosts' node
+    root): pid → "agent" for a node agent (its ``--root`` there), "command" for what one started
+    (its GEOTRAIN_NODE_DIR there). Zombies do not count."""
+    exact = str(root).rstrip("/")
+    prefix = exact + "/"
+    found: dict[int, str] = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{name}/stat").read_text()
+            args = Path(f"/proc/{name}/cmdline").read_bytes().split(b"\0")
+            environ = Path(f"/proc/{name}/environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if stat[stat.rindex(")") + 2] in "ZX":
+            continue
+        text = [a.decode(errors="replace") for a in args]
+        if "geotrain.node.agent" in text and any(a == exact or a.startswith(prefix) for a in text):
+            found[int(name)] = "agent"
+        elif any(e == f"GEOTRAIN_NODE_DIR={exact}".encode() or e.startswith(f"GEOTRAIN_NODE_DIR={prefix}".encode())
+                 for e in environ):
+            found[int(name)] = "command"
+    return found
 
 
 def closed_port(address: str = "127.0.0.1") -> int:

@@ -28,7 +28,8 @@ LAYERS: list[set[str]] = [
     {"app", "testing"},
     {"launcher", "report"},
     {"planning", "billing"},
-    {"perf", "solver", "pricing", "providers", "train"},
+    {"providers"},  # a cloud provider builds its SDK clients as that cloud's price source does
+    {"perf", "solver", "pricing", "train"},
     {"ledger"},
     {"config"},
     {"specfile", "files", "procs", "node"},

@@ -67,6 +67,10 @@ aggregated lists report their zones as GCE does when a scope fails: a ``warning`
 ``UNREACHABLE`` whose message carries the backend's 503), ``bad_shape`` (endpoints answering JSON of an
 unexpected shape), ``regions`` (serve only these), ``forbidden`` (endpoints answering 403
 PERMISSION_DENIED). ``requests`` logs every request as (method, path, query dict).
+
+:class:`GcpComputeFake` (``compute``) is the same server with Compute Engine's instance side added: instances,
+zone and global operations, firewall rules, regions, a hypervisor that runs the instances' startup scripts,
+and the knobs of the GCP provider's tests.
 """
 
 from tests.fakes.gcp.data import (
@@ -84,7 +88,8 @@ from tests.fakes.gcp.data import (
     money_usd,
     series_of,
 )
+from tests.fakes.gcp.compute import GcpComputeFake
 from tests.fakes.gcp.server import GcpFake
 
-__all__ = ["COMPUTE_BASE", "DECOY_FACTORS", "ENDPOINTS", "PROJECT", "SERVICE_ID", "GcpFake", "Rate", "bundled_gcp_rows",
-           "decompose", "gpu_type_of", "host_of", "money", "money_usd", "series_of"]
+__all__ = ["COMPUTE_BASE", "DECOY_FACTORS", "ENDPOINTS", "PROJECT", "SERVICE_ID", "GcpComputeFake", "GcpFake", "Rate",
+           "bundled_gcp_rows", "decompose", "gpu_type_of", "host_of", "money", "money_usd", "series_of"]

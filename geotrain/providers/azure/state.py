@@ -1,0 +1,137 @@
+"""The Azure provider's state file, ``GEOTRAIN_HOME/providers/azure/state.json`` (0600, atomic writes,
+read and written under an ``fcntl.flock`` on ``state.lock``), and per-key lock files (one VM's launch or
+terminate, one run's network in one region) under ``locks/``.
+
+What it keeps: per VM (by name, the node id) the request, run, offer, location, resource group, whether
+it is spot, the launch time, the address, how it ended (state, reason, time: the first end wins) and
+whether its resources were deleted; per run the resource group and which regions have the run's network.
+This is what lets a VM that was terminated and is gone still list as ended, a new process list the run,
+and a spot VM that vanished be told from one we deleted.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+from collections.abc import Callable, Iterator, Mapping
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from geotrain.domain import Continent, Location, Market, Offer
+from geotrain.errors import ProviderError
+from geotrain.files import atomic_write_text
+from geotrain.providers.base import LaunchRequest, NodeInfo, NodeState
+
+STATE_VERSION = 1
+# a VM's ``status``: "creating" (asked for; it may or may not exist), "created" (seen), "failed" (a launch
+# that failed and could not delete what it had made; a retry of the request reuses the names)
+CREATING, CREATED, FAILED = "creating", "created", "failed"
+
+
+class StateStore:
+    """``root()`` is the provider's directory (resolved at each use: GEOTRAIN_HOME may be set later)."""
+
+    def __init__(self, root: Callable[[], Path]) -> None:
+        self._root = root
+
+    @property
+    def path(self) -> Path:
+        return self._root() / "state.json"
+
+    @contextlib.contextmanager
+    def _flock(self, path: Path) -> Iterator[None]:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        with open(path, "a+b") as handle:  # a fresh open file description: excludes threads too
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[dict[str, Any]]:
+        """The state, locked; written back (atomically) if the block changed it and did not raise."""
+        root = self._root()
+        with self._flock(root / "state.lock"):
+            state, before = self._load(root / "state.json")
+            yield state
+            after = json.dumps(state, indent=1, sort_keys=True) + "\n"
+            if after != before:
+                atomic_write_text(root / "state.json", after)
+
+    def read(self) -> dict[str, Any]:
+        with self.transaction() as state:
+            return json.loads(json.dumps(state))
+
+    @contextlib.contextmanager
+    def key_lock(self, key: str) -> Iterator[None]:
+        """Serialises work on one key (a VM name, a run's network in a region) across processes."""
+        safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in key)
+        with self._flock(self._root() / "locks" / f"{safe}.lock"):
+            yield
+
+    @staticmethod
+    def _load(path: Path) -> tuple[dict[str, Any], str]:
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return {"version": STATE_VERSION, "nodes": {}, "runs": {}}, ""
+        try:
+            state = json.loads(text)
+            if not isinstance(state, dict) or state.get("version") != STATE_VERSION \
+                    or not isinstance(state.get("nodes"), dict) or not isinstance(state.get("runs"), dict):
+                raise ValueError(f"expected version {STATE_VERSION} with nodes and runs objects")
+        except ValueError as exc:
+            raise ProviderError(
+                f"{path} is corrupt ({exc}); the VMs it listed may still run: find them in the Azure portal by "
+                "their geotrain-run tag (`az vm list --query \"[?tags.\\\"geotrain-run\\\"]\"`), delete them, "
+                "and move the file away") from exc
+        return state, text
+
+
+def now_text(when: datetime | None = None) -> str:
+    """A UTC time as the state file keeps it (ISO 8601 with the offset)."""
+    return (when or datetime.now(timezone.utc)).astimezone(timezone.utc).isoformat()
+
+
+def new_record(node_id: str, request_id: str, run_id: str, offer_id: str, location: Location, *,
+               resource_group: str, spot: bool, launched_at: str) -> dict[str, Any]:
+    """A VM asked for (status "creating"), not yet seen."""
+    return {"node_id": node_id, "request_id": request_id, "run_id": run_id, "offer_id": offer_id,
+            "location": {"cloud": location.cloud, "region": location.region, "zone": location.zone,
+                         "continent": location.continent.value},
+            "resource_group": resource_group, "spot": spot, "status": CREATING, "state": NodeState.PENDING.value,
+            "launched_at": launched_at, "ended_at": None, "end_reason": None, "address": None,
+            "private_address": None, "cleaned": False}
+
+
+def check_offer(offer: Offer) -> None:
+    """The Azure provider launches Azure spot and on-demand offers only (the router sends it no other)."""
+    if offer.location.cloud != "azure" or offer.market not in (Market.SPOT, Market.ON_DEMAND):
+        raise ValueError(f"offer {offer.offer_id} is not an Azure spot or on-demand offer")
+
+
+def check_same_request(rec: Mapping[str, Any], request: LaunchRequest) -> None:
+    """A request id names one node of one run and offer (ValueError otherwise)."""
+    if rec["request_id"] != request.request_id:
+        raise ProviderError(f"Azure: VM name {rec['node_id']} is taken by request {rec['request_id']}; use another "
+                            "request id")
+    if rec["run_id"] != request.run_id or rec["offer_id"] != request.offer.offer_id:
+        raise ValueError(f"request id {request.request_id!r} was used for run {rec['run_id']} and offer "
+                         f"{rec['offer_id']}, not run {request.run_id} and offer {request.offer.offer_id}")
+
+
+def location_of(rec: Mapping[str, Any]) -> Location:
+    loc = rec["location"]
+    return Location(loc["cloud"], loc["region"], loc["zone"], Continent(loc["continent"]))
+
+
+def node_info(rec: Mapping[str, Any]) -> NodeInfo:
+    return NodeInfo(
+        node_id=rec["node_id"], request_id=rec["request_id"], run_id=rec["run_id"], offer_id=rec["offer_id"],
+        location=location_of(rec), state=NodeState(rec["state"]),
+        launched_at=datetime.fromisoformat(rec["launched_at"]),
+        ended_at=datetime.fromisoformat(rec["ended_at"]) if rec["ended_at"] else None,
+        end_reason=rec["end_reason"], address=rec["address"] or rec["private_address"] or "")

@@ -1,0 +1,855 @@
+"""The on-prem provider: the user's own machines, reached over SSH, run nodes as node agents.
+
+A node is one machine of the inventory (``geotrain.pricing.inventory``: cloud ``onprem``, region =
+site) running one node agent (``geotrain.node.agent``) for one run. The machines are never started,
+shut down or changed otherwise: launching a node *claims* a free machine of the offer's kind and
+starts an agent on it; terminating it stops the agent and *releases* the machine.
+
+The inventory lists the machines of each kind under ``hosts:`` (read here by :func:`load_hosts`)::
+
+    machines:
+      - instance_type: rtx8000-ws
+        count: 2                        # must equal the number of hosts once hosts are listed
+        hosts:
+          - {host: 10.0.0.11, user: alice}
+          - host: gpu2.lab.example      # the address the launcher reaches the agent on; it binds there
+            user: alice
+            port: 22                    # sshd's port (default 22)
+            key: ~/.ssh/id_lab          # optional: else ssh's own choice (ssh-agent, ~/.ssh/id_*)
+            python: python3             # the Python with geotrain installed (words: "env X=1 /opt/py")
+            root: ~/.geotrain-node      # where node directories go on the host
+
+SSH is the system's OpenSSH client (``ssh``), with ``BatchMode=yes`` (never a prompt) and
+``StrictHostKeyChecking=yes`` against ``known_hosts`` (default ``~/.ssh/known_hosts``): a host
+whose key is unknown or has changed is refused, never trusted on first use. The run's token goes to
+the host on ssh's stdin, into a 0600 file of the node directory; it is on no command line.
+
+Claims are records in ``GEOTRAIN_HOME/providers/onprem/state.json`` (under an ``flock`` on
+``state.lock``, written atomically, 0600), so that launchers and ``geotrain stop`` in other
+processes share them. A machine is free when no node that has not ended holds it (nor one whose
+agent could not yet be stopped). SSH runs outside the lock: a launch first records its node as
+pending with its owner (pid and start time), then starts the agent; a second launch of the same
+request waits for the first, or takes over if its owner died (the start script finds an agent
+that already runs and reuses it). Liveness is the agent's health (``AgentChannel.health``): a node
+whose agent does not answer is terminated, end reason ``lost`` (and its agent is stopped over SSH,
+best effort, should it only hang).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import secrets
+import shlex
+import subprocess
+import time
+import uuid
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from geotrain.domain import CLOUD_ONPREM, Continent, Location, Offer
+from geotrain.errors import (CapacityError, CatalogError, CredentialsError, NotFoundError, ProviderError,
+                             ProviderTimeoutError)
+from geotrain.files import atomic_write_text, geotrain_home
+from geotrain.procs import proc_stat
+from geotrain.specfile import Fields, load_yaml_mapping
+from geotrain.providers.base import Capabilities, LaunchRequest, NodeInfo, NodeState
+
+ENV_INVENTORY = "GEOTRAIN_ONPREM_INVENTORY"  # the inventory file, when no setting names it
+AGENT_MODULE = "geotrain.node.agent"
+DEFAULT_ROOT = "~/.geotrain-node"
+STATE_VERSION = 1
+HostsKey = tuple[str, str]  # (site, instance_type): the offer's region and instance type
+
+
+class SSHFailure(RuntimeError):
+    """An ssh command that failed (the __cause__ of the geotrain error it is mapped to)."""
+
+    def __init__(self, argv: Sequence[str], returncode: int | None, stderr: str) -> None:
+        super().__init__(f"{shlex.join(argv[:-1])} <script> exited {returncode}: {stderr.strip()[-800:]}")
+        self.returncode = returncode
+        self.stderr = stderr
+
+    @property
+    def last_line(self) -> str:
+        lines = self.stderr.strip().splitlines()
+        return lines[-1] if lines else "no message"
+
+    @property
+    def before_command(self) -> bool:
+        """Whether ssh failed before the remote command could start (login refused, no connection)."""
+        return any(s in self.stderr for s in _BEFORE_COMMAND) and not any(s in self.stderr for s in _IN_SESSION)
+
+
+# What ssh says when it fails before running anything (its exit status is 255 either way).
+_BEFORE_COMMAND = ("Permission denied", "Host key verification failed", "host key is known",
+                   "REMOTE HOST IDENTIFICATION HAS CHANGED", "Connection refused", "Connection timed out",
+                   "timed out during banner exchange", "No route to host", "Could not resolve hostname",
+                   "Network is unreachable", "kex_exchange_identification", "Connection closed by",
+                   "Connection reset by", "Too many authentication failures", "Bad configuration option",
+                   "no such identity", "Load key")
+_IN_SESSION = ("client_loop", "Read from remote host", "Broken pipe", "Write failed", "closed by remote host",
+               "Timeout, server")
+
+
+@dataclass(frozen=True, slots=True)
+class Host:
+    """One machine: how to log into it, and where the node agent runs on it."""
+
+    host: str
+    user: str
+    port: int = 22
+    key: str | None = None  # private key file (absolute); None: ssh-agent / default keys
+    python: str = "python3"
+    root: str = DEFAULT_ROOT
+
+    @property
+    def claim(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    def describe(self) -> str:
+        return f"{self.user}@{self.host}:{self.port}"
+
+
+def load_hosts(path: str | Path) -> dict[HostsKey, list[Host]]:
+    """The ``hosts:`` of every machine kind of an inventory file, by (site, instance_type).
+
+    A kind without ``hosts:`` maps to ``[]`` (launching it is an error that says to add them). Only
+    the host entries are validated here; :func:`geotrain.pricing.inventory.load_inventory` checks
+    the rest. A ``key`` is relative to the inventory's folder unless absolute or ``~``.
+    """
+    path = Path(path)
+    top = Fields(load_yaml_mapping(path, CatalogError), origin=str(path), error=CatalogError)
+    out: dict[HostsKey, list[Host]] = {}
+    seen: dict[str, str] = {}
+    for site_fields in top.sections("sites"):
+        site = site_fields.text("site")
+        for machine in site_fields.sections("machines"):
+            kind = machine.text("instance_type")
+            count = machine.whole("count", minimum=1)
+            hosts = []
+            if "hosts" in machine.keys():
+                for entry in machine.sections("hosts"):
+                    host = _host(entry, path.parent)
+                    where = f"{site}/{kind}"
+                    if host.claim in seen:
+                        raise entry.fail("host", f"{host.claim} is listed twice ({seen[host.claim]} and {where}); "
+                                                 "a machine is of one kind at one site")
+                    seen[host.claim] = where
+                    hosts.append(host)
+                if len(hosts) != count:
+                    raise machine.fail("hosts", f"{len(hosts)} hosts are listed but count is {count}; "
+                                                "make count the number of hosts")
+            out[(site, kind)] = hosts
+    return out
+
+
+def _host(fields: Fields, base: Path) -> Host:
+    def word(key: str, *default: Any) -> Any:
+        value = fields.text(key, *default)
+        if isinstance(value, str) and (any(c.isspace() for c in value) or value.startswith("-")):
+            raise fields.fail(key, f"{value!r} must be one word that does not start with '-'")
+        return value
+
+    key = fields.text("key", None)
+    if key is not None:
+        key = str(Path(key).expanduser() if key.startswith("~") else (base / key))
+    python = fields.text("python", "python3")
+    root = fields.text("root", DEFAULT_ROOT)
+    for name, value in (("python", python), ("root", root)):
+        if "\n" in value or "\0" in value:
+            raise fields.fail(name, "must be one line")
+    try:
+        shlex.split(python)
+    except ValueError as exc:
+        raise fields.fail("python", f"{python!r} is not a command line ({exc})") from exc
+    host = Host(host=word("host"), user=word("user"), port=fields.whole("port", 22, minimum=1, maximum=65535),
+                key=key, python=python, root=root)
+    fields.finish()
+    return host
+
+
+class OnPremProvider:
+    """Nodes on the user's own machines over SSH. See the module docstring.
+
+    ``hosts``: the machines by (site, instance_type) (:func:`load_hosts`). ``channel``: the
+    :class:`~geotrain.providers.remote.AgentChannel` (default: a new one); ``token_for``: the run's
+    token (default :func:`~geotrain.providers.remote.run_token`). ``known_hosts``: the known_hosts
+    file ssh checks host keys against; ``ssh_config``: ssh's ``-F`` (None: the user's own config,
+    ``"none"``: no config file).
+    """
+
+    name = CLOUD_ONPREM
+    capabilities = Capabilities(spot=False, notice_s=None, preemption_injection=False, shared_host=False)
+
+    def __init__(self, hosts: Mapping[HostsKey, Sequence[Host]], *, home: Path | None = None,
+                 known_hosts: str | Path | None = None, ssh_config: str | None = None,
+                 connect_timeout_s: float = 10.0, agent_ready_timeout_s: float = 60.0, stop_wait_s: float = 5.0,
+                 ssh: str = "ssh", channel: Any = None, token_for: Callable[[str], str] | None = None,
+                 agent_module: str = AGENT_MODULE, inventory: str | None = None,
+                 launch_timeout_s: float | None = None) -> None:
+        self.hosts = {k: list(v) for k, v in hosts.items()}
+        self._home = Path(home) if home is not None else None
+        self.known_hosts = str(Path(known_hosts or "~/.ssh/known_hosts").expanduser())
+        self.ssh_config = ssh_config
+        self.connect_timeout_s = connect_timeout_s
+        self.agent_ready_timeout_s = agent_ready_timeout_s
+        self.stop_wait_s = stop_wait_s
+        self.ssh = ssh
+        self._channel = channel
+        self._token_for = token_for
+        self.agent_module = agent_module
+        self.inventory = inventory  # for messages
+        # How long the ssh call that starts an agent may take before the launch's outcome is unknown.
+        self.launch_timeout_s = launch_timeout_s or connect_timeout_s + agent_ready_timeout_s + 30
+
+    @classmethod
+    def from_environment(cls, *, inventory: str | Path | None = None, **settings: Any) -> OnPremProvider:
+        """The machines of ``inventory`` (else $GEOTRAIN_ONPREM_INVENTORY); none if neither is set."""
+        path = inventory or os.environ.get(ENV_INVENTORY)
+        hosts = load_hosts(path) if path else {}
+        return cls(hosts, inventory=str(path) if path else None, **settings)
+
+    @classmethod
+    def for_dry_run(cls, **settings: Any) -> OnPremProvider:
+        """For :meth:`dry_run` only: the same as :meth:`from_environment`, which contacts nothing."""
+        return cls.from_environment(**settings)
+
+    # -- Provider protocol ---------------------------------------------------------------------
+
+    def check_credentials(self) -> None:
+        """Log into every listed machine over SSH and check that its Python has the node agent.
+        CredentialsError (a key refused, a host key unknown or changed) names what to fix; a machine
+        that cannot be reached, or lacks geotrain, is a ProviderError."""
+        hosts = list({h.claim: h for hs in self.hosts.values() for h in hs}.values())
+        if not hosts:
+            raise CredentialsError(f"no on-prem machines are listed{self._inventory_hint()}: add hosts: "
+                                   "({host, user, key}) under each machine kind of the inventory")
+        with ThreadPoolExecutor(max_workers=min(8, len(hosts))) as pool:
+            errors = [e for e in pool.map(self._try_login, hosts) if e is not None]
+        if errors:
+            kind = CredentialsError if any(isinstance(e, CredentialsError) for e in errors) else ProviderError
+            raise kind(" ".join(str(e) for e in errors)) from errors[0]
+
+    def launch(self, request: LaunchRequest) -> NodeInfo:
+        """Claim a free machine of the offer's kind and start a node agent on it (or return the node
+        this request made before). CapacityError when every machine of the kind is taken."""
+        offer = request.offer
+        me = _owner()
+        deadline = time.monotonic() + self.launch_timeout_s + 30
+        stuck: list[dict[str, Any]] | None = None
+        while True:
+            if stuck:  # ended nodes whose agents could not be stopped hold the machines: try once more
+                for old in stuck:
+                    self._stop(old, raise_errors=False, ask_agent=False)
+            with self._locked() as paths:
+                state = self._load(paths)
+                rec = _by_request(state, request)
+                if rec is None:
+                    hosts = self._hosts_for(offer)
+                    host = self._free_host(state, hosts)
+                    if host is None and stuck is None:
+                        stuck = _stuck(state, hosts)
+                        if stuck:
+                            continue
+                    if host is None:
+                        raise self._no_capacity(state, offer, hosts)
+                    rec = _new_record(state, request, host, me)
+                    self._save(paths, state)
+                    resumed = False
+                    break
+                if rec["state"] != NodeState.PENDING.value:
+                    return _info(rec)
+                owner = rec.get("owner")
+                if owner is None or not _owner_alive(owner):
+                    rec["owner"] = me  # its launcher died (or timed out): finish its launch
+                    self._save(paths, state)
+                    resumed = True
+                    break
+            if time.monotonic() > deadline:
+                raise ProviderTimeoutError(f"another launch of {request.request_id} is still starting node "
+                                           f"{rec['node_id']}; list the run's nodes and retry",
+                                           scope=offer.location.zone_scope)
+            time.sleep(0.1)
+        return self._finish_launch(rec, me, resumed=resumed)
+
+    def list(self, run_id: str | None = None) -> list[NodeInfo]:
+        """Every node of ``run_id`` (or of all runs), ended ones included, oldest first. A running
+        node whose agent does not answer ends as lost."""
+        with self._locked() as paths:
+            recs = [r for r in self._load(paths)["nodes"].values() if run_id is None or r["run_id"] == run_id]
+        self._reconcile([r for r in recs if r["state"] == NodeState.RUNNING.value])
+        with self._locked() as paths:
+            nodes = self._load(paths)["nodes"]
+            recs = [nodes[r["node_id"]] for r in recs if r["node_id"] in nodes]
+        recs.sort(key=lambda r: (r["launched_at"], r["node_id"]))
+        return [_info(r) for r in recs]
+
+    def terminate(self, node_id: str, *, reason: str = "terminated") -> None:
+        """Stop the node's agent (and every command it ran) and release the machine. Idempotent; the
+        machine itself is left as it is. ProviderError if the host cannot be reached to stop the
+        agent: the node stays ended, the machine stays claimed, and terminating again retries."""
+        with self._locked() as paths:
+            state = self._load(paths)
+            rec = _get(state, node_id)
+            if NodeState(rec["state"]).ended and not rec.get("stop_pending"):
+                return
+            if not NodeState(rec["state"]).ended:
+                _end(rec, NodeState.TERMINATED, reason)
+                rec["stop_pending"] = True
+                self._save(paths, state)
+        self._stop(rec, raise_errors=True)
+
+    def start(self, node_id: str, argv: list[str], env: dict[str, str], log_path: Path,
+              cwd: Path | None = None) -> Any:
+        """Run ``argv`` on the node through its agent (see :class:`~geotrain.providers.remote.AgentChannel`)."""
+        rec = self._record(node_id)
+        state = NodeState(rec["state"])
+        if state.ended:
+            raise ProviderError(f"cannot start a command on node {node_id}: it is {state.value} "
+                                f"({rec['end_reason']}); launch another node", scope=_location(rec).zone_scope)
+        if state is NodeState.PENDING:
+            raise ProviderError(f"node {node_id} on {rec['host']['host']} is still being launched; wait for its "
+                                "launch to return", scope=_location(rec).zone_scope)
+        return self.channel().start(self._endpoint(rec), argv, env, Path(log_path), cwd,
+                                    alive=lambda: self._node_alive(node_id))
+
+    def dry_run(self, request: LaunchRequest) -> list[dict[str, Any]]:
+        """The ssh command ``launch`` would run (on the first machine free now), token hidden. Runs nothing."""
+        hosts = self._hosts_for(request.offer)
+        with self._locked() as paths:
+            host = self._free_host(self._load(paths), hosts) or hosts[0]
+        script = self._start_script(host, "<node id>")
+        return [{"call": "ssh", "params": {"host": host.describe(), "argv": self._ssh_argv(host, script),
+                                           "stdin": "<run token>", "script": script}}]
+
+    def close(self) -> None:
+        """Nothing to release: nodes outlive the provider."""
+
+    # -- on-prem only --------------------------------------------------------------------------
+
+    def agent_of(self, node_id: str) -> dict[str, Any]:
+        """Where the node's agent runs: host, node_dir, pid, pgid, port (None until launched)."""
+        rec = self._record(node_id)
+        agent = rec.get("agent") or {}
+        return {"host": rec["host"]["host"], "node_dir": rec.get("node_dir"), "pid": agent.get("pid"),
+                "pgid": agent.get("pgid"), "port": agent.get("port")}
+
+    def channel(self) -> Any:
+        if self._channel is None:
+            from geotrain.providers.remote import AgentChannel
+
+            self._channel = AgentChannel()
+        return self._channel
+
+    # -- launch --------------------------------------------------------------------------------
+
+    def _hosts_for(self, offer: Offer) -> list[Host]:
+        loc = offer.location
+        key = (loc.region, offer.shape.instance_type)
+        if key not in self.hosts:
+            raise ProviderError(f"site {loc.region!r} has no machine kind {offer.shape.instance_type!r}"
+                                f"{self._inventory_hint()}; plan with the inventory the provider reads",
+                                scope=loc.zone_scope)
+        if not self.hosts[key]:
+            raise ProviderError(f"machine kind {offer.shape.instance_type!r} of site {loc.region!r} lists no hosts"
+                                f"{self._inventory_hint()}: add hosts: ({{host, user, key}}, one per machine) "
+                                "under it", scope=loc.zone_scope)
+        return self.hosts[key]
+
+    @staticmethod
+    def _free_host(state: dict[str, Any], hosts: list[Host]) -> Host | None:
+        held = {r["host_claim"] for r in state["nodes"].values() if _holds_host(r)}
+        return next((h for h in hosts if h.claim not in held), None)
+
+    def _no_capacity(self, state: dict[str, Any], offer: Offer, hosts: list[Host]) -> ProviderError:
+        stuck = [r["node_id"] for r in _stuck(state, hosts)]
+        hint = (f"; nodes {', '.join(stuck)} have ended but their agents could not be stopped: terminate them "
+                "again to release their machines") if stuck else ""
+        return CapacityError(f"all {len(hosts)} machines of kind {offer.shape.instance_type!r} at site "
+                             f"{offer.location.region!r} are taken by live nodes{hint}",
+                             scope=offer.location.zone_scope)
+
+    def _finish_launch(self, rec: dict[str, Any], me: dict[str, Any], *, resumed: bool) -> NodeInfo:
+        node_id, host = rec["node_id"], _host_of(rec)
+        scope = _location(rec).zone_scope
+        try:
+            started = self._start_agent(host, node_id, self._token(rec["run_id"]), scope)
+            self._check_reachable(rec, host, started)
+        except subprocess.TimeoutExpired as exc:
+            self._disown(node_id, me)
+            raise ProviderTimeoutError(
+                f"starting the node agent on {host.describe()} did not finish within {exc.timeout:.0f} s; "
+                f"node {node_id} may be running: launch the same request again to find or finish it",
+                scope=scope) from exc
+        except ProviderError as exc:
+            ssh = exc.__cause__ if isinstance(exc.__cause__, SSHFailure) and exc.__cause__.returncode == 255 else None
+            if ssh is not None and not ssh.before_command:  # the connection broke while the script ran
+                self._disown(node_id, me)
+                raise ProviderTimeoutError(
+                    f"the SSH connection to {host.describe()} broke while the node agent was being started "
+                    f"({ssh.last_line}); node {node_id} may be running: launch the same request again to find "
+                    "or finish it", scope=scope) from exc
+            if resumed and ssh is not None:  # an earlier attempt's agent may run there: keep the claim
+                self._disown(node_id, me)
+                raise
+            with self._locked() as paths:
+                state = self._load(paths)
+                now = state["nodes"].get(node_id)
+                if now is not None and not NodeState(now["state"]).ended:
+                    del state["nodes"][node_id]  # the claim is released; nothing runs
+                    self._save(paths, state)
+            raise
+        except BaseException:
+            self._disown(node_id, me)
+            raise
+        with self._locked() as paths:
+            state = self._load(paths)
+            now = state["nodes"].get(node_id)
+            if now is None:  # cannot happen: records are deleted only by their own failed launch
+                raise ProviderError(f"node {node_id} vanished from {paths.state} while it was launched")
+            now["node_dir"] = started["node_dir"]
+            now["agent"] = {k: started[k] for k in ("pid", "pgid", "port")}
+            now["owner"] = None
+            ended = NodeState(now["state"]).ended  # terminated while its agent started
+            if not ended:
+                now["state"] = NodeState.RUNNING.value
+            self._save(paths, state)
+        if ended:
+            self._stop(now, raise_errors=False)
+        return _info(now)
+
+    def _disown(self, node_id: str, me: dict[str, Any]) -> None:
+        """Leave a pending node for a retry of its request to take over at once."""
+        with self._locked() as paths:
+            state = self._load(paths)
+            rec = state["nodes"].get(node_id)
+            if rec is not None and rec.get("owner") == me:
+                rec["owner"] = None
+                self._save(paths, state)
+
+    def _check_reachable(self, rec: dict[str, Any], host: Host, started: dict[str, Any]) -> None:
+        """The agent answers the launcher (not only the host): else stop it and fail the launch."""
+        rec = {**rec, "node_dir": started["node_dir"], "agent": started}
+        deadline = time.monotonic() + 5.0
+        while not self._healthy(rec):
+            if time.monotonic() > deadline:
+                self._stop(rec, raise_errors=False, ask_agent=False)
+                raise ProviderError(
+                    f"the node agent on {host.describe()} listens on {host.host}:{started['port']} but does not "
+                    "answer from here: let this machine reach that port (firewall), and make host: an address "
+                    "the machine has", scope=_location(rec).zone_scope)
+            time.sleep(0.2)
+
+    def _start_agent(self, host: Host, node_id: str, token: str, scope: str) -> dict[str, Any]:
+        result = self._run_ssh(host, self._start_script(host, node_id), stdin=token + "\n",
+                               timeout_s=self.launch_timeout_s, scope=scope)
+        out = result.stdout
+        fields = dict(line.split(" ", 1) for line in out.splitlines() if line.startswith("GEOTRAIN-") and " " in line)
+        if result.returncode == 0 and "GEOTRAIN-AGENT" in fields:
+            try:
+                agent = json.loads(fields["GEOTRAIN-AGENT"])
+                return {"node_dir": fields["GEOTRAIN-NODE-DIR"], "pid": int(agent["pid"]),
+                        "pgid": int(fields.get("GEOTRAIN-PGID") or agent["pid"]), "port": int(agent["port"])}
+            except (KeyError, ValueError, TypeError) as exc:
+                raise ProviderError(f"the node agent on {host.describe()} wrote an unreadable agent.json: "
+                                    f"{out[-500:]}", scope=scope) from exc
+        tail = out.split("GEOTRAIN-LOG\n", 1)[-1].strip()[-1500:] or result.stderr.strip()[-1500:] or "(nothing)"
+        what = {73: "exited at once", 74: f"did not listen within {self.agent_ready_timeout_s:.0f} s",
+                71: "has no node directory", 72: "has no node directory"}.get(
+            result.returncode, f"could not be started (exit {result.returncode})")
+        if "No module named" in tail or "not found" in tail:
+            hint = self._install_hint(host)
+        elif result.returncode in (71, 72):
+            hint = f"set root: for this host to a directory {host.user} may write"
+        else:
+            hint = "fix what the log says and launch again"
+        raise ProviderError(f"the node agent on {host.describe()} {what}; its log says: {tail}; {hint}",
+                            scope=scope) from SSHFailure(self._ssh_argv(host, ""), result.returncode, result.stderr)
+
+    def _install_hint(self, host: Host) -> str:
+        from geotrain import __version__
+
+        return (f"install geotrain for the Python the inventory names for this host (python: {host.python}), "
+                f"e.g. `{host.python} -m pip install 'geotrain=={__version__}'`, or set python: to one that has it")
+
+    def _start_script(self, host: Host, node_id: str) -> str:
+        python = " ".join(shlex.quote(w) for w in shlex.split(host.python))
+        ticks = max(1, int(self.agent_ready_timeout_s * 20))
+        return f"""set -u
+umask 077
+d={_remote_path(host.root)}/{shlex.quote(node_id)}
+mkdir -p "$d" && cd "$d" || {{ echo "cannot create $d" >&2; exit 71; }}
+cat > token.new && mv -f token.new token || {{ echo "cannot write $d/token" >&2; exit 72; }}
+d=$(pwd -P)
+echo "GEOTRAIN-NODE-DIR $d"
+{_ALIVE}
+pid=$(cat agent.pid 2>/dev/null)
+if [ -n "$pid" ] && alive "$pid" && ours "$pid"; then :; else
+  rm -f agent.json
+  setsid nohup {python} -m {shlex.quote(self.agent_module)} --bind {shlex.quote(host.host)} --port 0 \
+--root "$d" --token-file "$d/token" --cloud none >> agent.log 2>&1 < /dev/null &
+  pid=$!
+  echo "$pid" > agent.pid
+fi
+i=0
+while [ ! -s agent.json ]; do
+  if ! alive "$pid"; then echo "GEOTRAIN-LOG"; tail -c 1500 agent.log; exit 73; fi
+  i=$((i + 1))
+  if [ "$i" -gt {ticks} ]; then
+    kill -KILL -- "-$pid" 2>/dev/null; kill -KILL "$pid" 2>/dev/null
+    echo "GEOTRAIN-LOG"; tail -c 1500 agent.log; exit 74
+  fi
+  sleep 0.05
+done
+pg=$(ps -o pgid= -p "$pid" 2>/dev/null | tr -d " ")
+echo "GEOTRAIN-PGID ${{pg:-$pid}}"
+echo "GEOTRAIN-AGENT $(cat agent.json)"
+"""
+
+    # -- stop and liveness ---------------------------------------------------------------------
+
+    def _stop_script(self, rec: dict[str, Any]) -> str:
+        host = _host_of(rec)
+        d = shlex.quote(rec["node_dir"]) if rec.get("node_dir") else \
+            f"{_remote_path(host.root)}/{shlex.quote(rec['node_id'])}"
+        agent = rec.get("agent") or {}
+        ticks = max(1, int(self.stop_wait_s * 20))
+        return f"""set -u
+d={d}
+[ -d "$d" ] || {{ echo "GEOTRAIN-GONE"; exit 0; }}
+cd "$d" && d=$(pwd -P)
+{_ALIVE}
+rm -f "$d/token"
+pid=$(cat agent.pid 2>/dev/null)
+pid=${{pid:-{int(agent.get("pid") or 0)}}}
+if [ "$pid" -gt 0 ] && alive "$pid" && ours "$pid"; then
+  pg=$(ps -o pgid= -p "$pid" 2>/dev/null | tr -d " ")
+  kill -TERM "$pid" 2>/dev/null
+  i=0
+  while alive "$pid" && [ "$i" -lt {ticks} ]; do sleep 0.05; i=$((i + 1)); done
+  kill -KILL -- "-${{pg:-$pid}}" 2>/dev/null
+  kill -KILL "$pid" 2>/dev/null
+fi
+for f in $(grep -lzxF -- "GEOTRAIN_NODE_DIR=$d" /proc/[0-9]*/environ 2>/dev/null); do
+  p=${{f#/proc/}}; p=${{p%/environ}}
+  kill -KILL -- "-$p" 2>/dev/null; kill -KILL "$p" 2>/dev/null
+done
+rm -f agent.json agent.pid
+echo "GEOTRAIN-STOPPED"
+"""
+
+    def _stop(self, rec: dict[str, Any], *, raise_errors: bool, ask_agent: bool = True) -> bool:
+        """Stop the node's agent and commands over SSH (``ask_agent``: first ask the agent to kill its
+        commands); clear ``stop_pending`` once done."""
+        host = _host_of(rec)
+        if ask_agent and rec.get("agent"):
+            with contextlib.suppress(Exception):  # best effort: the SSH kill below does it anyway
+                self.channel().stop_all(self._endpoint(rec))
+        try:
+            result = self._run_ssh(host, self._stop_script(rec), stdin="", scope=_location(rec).zone_scope,
+                                   timeout_s=self.connect_timeout_s + self.stop_wait_s + 30)
+            if result.returncode != 0:
+                raise ProviderError(f"stopping the node agent on {host.describe()} failed (exit "
+                                    f"{result.returncode}): {result.stderr.strip()[-500:]}",
+                                    scope=_location(rec).zone_scope)
+        except (ProviderError, subprocess.TimeoutExpired) as exc:
+            if not raise_errors:
+                return False
+            agent = rec.get("agent") or {}
+            raise ProviderError(
+                f"node {rec['node_id']} is recorded as ended, but its agent on {host.describe()} could not be "
+                f"stopped ({exc}); terminate it again once the machine is reachable, or kill it there "
+                f"(kill -TERM -- -{agent.get('pgid', '<pgid>')})", scope=_location(rec).zone_scope) from exc
+        with self._locked() as paths:
+            state = self._load(paths)
+            now = state["nodes"].get(rec["node_id"])
+            if now is not None and now.get("stop_pending") and NodeState(now["state"]).ended:
+                now["stop_pending"] = False
+                self._save(paths, state)
+        return True
+
+    def _endpoint(self, rec: dict[str, Any]) -> Any:
+        from geotrain.providers.remote import AgentEndpoint
+
+        return AgentEndpoint(rec["host"]["host"], int(rec["agent"]["port"]), self._token(rec["run_id"]))
+
+    def _token(self, run_id: str) -> str:
+        if self._token_for is None:
+            from geotrain.providers.remote import run_token
+
+            self._token_for = run_token
+        return self._token_for(run_id)
+
+    def _healthy(self, rec: dict[str, Any]) -> bool:
+        health = self.channel().health(self._endpoint(rec))
+        if health is None:
+            return False
+        node_dir = health.get("node_dir") if isinstance(health, dict) else None
+        return node_dir is None or node_dir == rec.get("node_dir")  # not another agent on a reused port
+
+    def _reconcile(self, running: list[dict[str, Any]]) -> None:
+        """End the given running nodes whose agents do not answer as lost, and stop what is left of them."""
+        if not running:
+            return
+        with ThreadPoolExecutor(max_workers=min(8, len(running))) as pool:
+            alive = list(pool.map(self._healthy, running))
+        dead = {r["node_id"]: r for r, ok in zip(running, alive, strict=True) if not ok}
+        if not dead:
+            return
+        lost = []
+        with self._locked() as paths:
+            state = self._load(paths)
+            for node_id, seen in dead.items():
+                rec = state["nodes"].get(node_id)
+                if rec is not None and rec["state"] == NodeState.RUNNING.value and rec["agent"] == seen["agent"]:
+                    _end(rec, NodeState.TERMINATED, "lost")
+                    rec["stop_pending"] = True
+                    lost.append(rec)
+            if lost:
+                self._save(paths, state)
+        for rec in lost:  # a hung agent, or commands that outlived a dead one, must not keep the machine busy
+            self._stop(rec, raise_errors=False, ask_agent=False)
+
+    def _node_alive(self, node_id: str) -> bool:
+        rec = self._record(node_id)
+        if rec["state"] == NodeState.RUNNING.value:
+            self._reconcile([rec])
+            rec = self._record(node_id)
+        return not NodeState(rec["state"]).ended
+
+    # -- ssh -----------------------------------------------------------------------------------
+
+    def _ssh_argv(self, host: Host, script: str) -> list[str]:
+        argv = [self.ssh]
+        if self.ssh_config is not None:
+            argv += ["-F", self.ssh_config]
+        known = f'"{self.known_hosts}"' if " " in self.known_hosts else self.known_hosts
+        argv += ["-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes", "-o", f"UserKnownHostsFile={known}",
+                 "-o", f"ConnectTimeout={max(1, round(self.connect_timeout_s))}",
+                 "-o", "ServerAliveInterval=5", "-o", "ServerAliveCountMax=3", "-p", str(host.port)]
+        if host.key:
+            argv += ["-i", host.key, "-o", "IdentitiesOnly=yes"]
+        return argv + ["-l", host.user, host.host, "--", f"exec /bin/sh -c {shlex.quote(script)}"]
+
+    def _run_ssh(self, host: Host, script: str, *, stdin: str, timeout_s: float,
+                 scope: str | None) -> subprocess.CompletedProcess[str]:
+        """Run ``script`` on ``host``; ssh's own failures (exit 255) become geotrain errors. A timeout
+        (subprocess.TimeoutExpired) is the caller's to map: the script may have run."""
+        argv = self._ssh_argv(host, script)
+        try:
+            result = subprocess.run(argv, input=stdin, capture_output=True, text=True, timeout=timeout_s)
+        except FileNotFoundError as exc:
+            raise ProviderError(f"the ssh client ({self.ssh}) is not installed; install OpenSSH's client "
+                                "(apt-get install openssh-client)", scope=scope) from exc
+        if result.returncode == 255:
+            raise self._ssh_error(host, result.stderr, scope) from SSHFailure(argv, 255, result.stderr)
+        return result
+
+    def _ssh_error(self, host: Host, stderr: str, scope: str | None) -> ProviderError:
+        text = stderr.strip()
+        last = text.splitlines()[-1] if text else "no message"
+        key = host.key or "ssh's default keys (ssh-agent, ~/.ssh/id_*)"
+        if "Permission denied" in text:
+            return CredentialsError(
+                f"SSH login to {host.describe()} was refused ({last}) with {key}: add that key's public half to "
+                f"~{host.user}/.ssh/authorized_keys on {host.host}, or set key: for this host in the inventory",
+                scope=scope)
+        if "REMOTE HOST IDENTIFICATION HAS CHANGED" in text or "has changed" in text:
+            return CredentialsError(
+                f"the host key of {host.host}:{host.port} does not match the one in {self.known_hosts}: if the "
+                f"machine was reinstalled, remove the old entry (ssh-keygen -R '[{host.host}]:{host.port}' -f "
+                f"{self.known_hosts}) and add the new one after checking its fingerprint; otherwise someone may be "
+                "intercepting the connection", scope=scope)
+        if "Host key verification failed" in text or "host key is known" in text:
+            return CredentialsError(
+                f"the host key of {host.host}:{host.port} is not in {self.known_hosts}: add it with "
+                f"`ssh-keyscan -p {host.port} {host.host} >> {self.known_hosts}` and check its fingerprint "
+                f"(ssh-keygen -lf {self.known_hosts}) against the machine's own (ssh-keygen -lf "
+                "/etc/ssh/ssh_host_ed25519_key.pub, run there)", scope=scope)
+        return ProviderError(f"cannot reach {host.describe()} over SSH ({last}); check that the machine is up, "
+                             "that sshd runs on it and that this machine can reach its port", scope=scope)
+
+    def _try_login(self, host: Host) -> ProviderError | None:
+        python = " ".join(shlex.quote(w) for w in shlex.split(host.python))
+        script = f"{python} -c {shlex.quote('import ' + self.agent_module)} 2>&1 || exit 3"
+        try:
+            result = self._run_ssh(host, script, stdin="", timeout_s=self.connect_timeout_s + 30, scope=None)
+        except ProviderError as exc:
+            return exc
+        except subprocess.TimeoutExpired as exc:
+            return ProviderError(f"SSH to {host.describe()} did not finish within {exc.timeout:.0f} s")
+        if result.returncode == 3:
+            said = (result.stdout.strip().splitlines() or ["no message"])[-1][-300:]
+            return ProviderError(f"{host.describe()} cannot run the node agent ({said}); "
+                                 f"{self._install_hint(host)}")
+        if result.returncode != 0:
+            return ProviderError(f"SSH to {host.describe()} exited {result.returncode}: "
+                                 f"{result.stderr.strip()[-300:]}; check the login shell of {host.user}")
+        return None
+
+    # -- state ---------------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[_Paths]:
+        paths = _Paths((self._home if self._home is not None else geotrain_home()) / "providers" / "onprem")
+        paths.root.mkdir(parents=True, exist_ok=True, mode=0o700)
+        with open(paths.lock, "a+b") as handle:  # a fresh open file description: threads exclude too
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+            try:
+                yield paths
+            finally:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+    @staticmethod
+    def _load(paths: _Paths) -> dict[str, Any]:
+        try:
+            text = paths.state.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return {"version": STATE_VERSION, "nodes": {}}
+        try:
+            state = json.loads(text)
+            if not isinstance(state, dict) or state.get("version") != STATE_VERSION \
+                    or not isinstance(state.get("nodes"), dict):
+                raise ValueError(f"expected version {STATE_VERSION} with a nodes object")
+        except ValueError as exc:
+            raise ProviderError(f"{paths.state} is corrupt ({exc}); agents it started may still run on your "
+                                f"machines (look for '{AGENT_MODULE}' processes there), stop them and move the "
+                                "file away") from exc
+        return state
+
+    @staticmethod
+    def _save(paths: _Paths, state: dict[str, Any]) -> None:
+        atomic_write_text(paths.state, json.dumps(state, indent=1, sort_keys=True) + "\n")
+
+    def _record(self, node_id: str) -> dict[str, Any]:
+        with self._locked() as paths:
+            return _get(self._load(paths), node_id)
+
+    def _inventory_hint(self) -> str:
+        if self.inventory:
+            return f" in {self.inventory}"
+        return f" (no inventory: set {ENV_INVENTORY} or the job spec's onprem.inventory)"
+
+
+@dataclass(frozen=True, slots=True)
+class _Paths:
+    root: Path
+
+    @property
+    def state(self) -> Path:
+        return self.root / "state.json"
+
+    @property
+    def lock(self) -> Path:
+        return self.root / "state.lock"
+
+
+# sh functions of both scripts: a live (non-zombie) process, and one that is this node's agent.
+_ALIVE = """alive() {
+  kill -0 "$1" 2>/dev/null || return 1
+  [ -r "/proc/$1/stat" ] || return 0
+  s=$(sed "s/.*) //" "/proc/$1/stat" | cut -c1)
+  [ "$s" != Z ] && [ "$s" != X ]
+}
+ours() { [ ! -d "/proc/$1" ] || tr "\\000" "\\n" < "/proc/$1/cmdline" | grep -qxF -- "$d"; }"""
+
+
+def _remote_path(path: str) -> str:
+    """``path`` for the remote shell, quoted, with a leading ``~`` as the remote $HOME."""
+    if path == "~":
+        return '"$HOME"'
+    if path.startswith("~/"):
+        return '"$HOME"/' + shlex.quote(path[2:])
+    return shlex.quote(path)
+
+
+def _owner() -> dict[str, Any]:
+    stat = proc_stat(os.getpid())
+    return {"pid": os.getpid(), "start_ticks": stat[2] if stat else None, "call": uuid.uuid4().hex}
+
+
+def _owner_alive(owner: Mapping[str, Any]) -> bool:
+    stat = proc_stat(int(owner["pid"]))
+    if stat is None:
+        return False
+    return stat[0] not in "ZX" and (owner.get("start_ticks") is None or stat[2] == owner["start_ticks"])
+
+
+def _stuck(state: dict[str, Any], hosts: list[Host]) -> list[dict[str, Any]]:
+    """The ended nodes on ``hosts`` whose agents could not be stopped (they keep their machines)."""
+    claims = {h.claim for h in hosts}
+    return [r for r in state["nodes"].values()
+            if r["host_claim"] in claims and NodeState(r["state"]).ended and r.get("stop_pending")]
+
+
+def _holds_host(rec: Mapping[str, Any]) -> bool:
+    return not NodeState(rec["state"]).ended or bool(rec.get("stop_pending"))
+
+
+def _by_request(state: dict[str, Any], request: LaunchRequest) -> dict[str, Any] | None:
+    for rec in state["nodes"].values():
+        if rec["request_id"] == request.request_id:
+            if rec["run_id"] != request.run_id or rec["offer_id"] != request.offer.offer_id:
+                raise ValueError(f"request id {request.request_id!r} was used for run {rec['run_id']} and offer "
+                                 f"{rec['offer_id']}, not run {request.run_id} and offer {request.offer.offer_id}")
+            return rec
+    return None
+
+
+def _new_record(state: dict[str, Any], request: LaunchRequest, host: Host, owner: dict[str, Any]) -> dict[str, Any]:
+    while (node_id := f"op-{secrets.token_hex(4)}") in state["nodes"]:
+        pass
+    loc = request.offer.location
+    rec = {
+        "node_id": node_id, "request_id": request.request_id, "run_id": request.run_id,
+        "offer_id": request.offer.offer_id,
+        "location": {"cloud": loc.cloud, "region": loc.region, "zone": loc.zone, "continent": loc.continent.value},
+        "host": asdict(host), "host_claim": host.claim, "node_dir": None, "agent": None,
+        "state": NodeState.PENDING.value, "launched_at": _now().isoformat(), "ended_at": None,
+        "end_reason": None, "owner": owner, "stop_pending": False,
+    }
+    state["nodes"][node_id] = rec
+    return rec
+
+
+def _get(state: dict[str, Any], node_id: str) -> dict[str, Any]:
+    rec = state["nodes"].get(node_id)
+    if rec is None:
+        raise NotFoundError(f"no on-prem node {node_id}; `geotrain` lists the nodes of a run by its run id")
+    return rec
+
+
+def _end(rec: dict[str, Any], state: NodeState, reason: str) -> None:
+    rec["state"] = state.value
+    rec["end_reason"] = reason
+    rec["ended_at"] = _now().isoformat()
+
+
+def _host_of(rec: Mapping[str, Any]) -> Host:
+    return Host(**rec["host"])
+
+
+def _location(rec: Mapping[str, Any]) -> Location:
+    loc = rec["location"]
+    return Location(loc["cloud"], loc["region"], loc["zone"], Continent(loc["continent"]))
+
+
+def _info(rec: Mapping[str, Any]) -> NodeInfo:
+    return NodeInfo(
+        node_id=rec["node_id"], request_id=rec["request_id"], run_id=rec["run_id"], offer_id=rec["offer_id"],
+        location=_location(rec), state=NodeState(rec["state"]),
+        launched_at=datetime.fromisoformat(rec["launched_at"]),
+        ended_at=datetime.fromisoformat(rec["ended_at"]) if rec["ended_at"] else None,
+        end_reason=rec["end_reason"], address=rec["host"]["host"],
+    )
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc)
