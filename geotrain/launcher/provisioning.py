@@ -185,11 +185,20 @@ def _fail(la: Launcher, kind: str, scope: str, offer_id: str, exc: GeotrainError
     return LaunchFailure(kind, scope, offer_id, str(exc))
 
 
+def served_clouds(provider: object) -> frozenset[str] | None:
+    """The clouds whose offers the provider can launch; None: any (every node a process here)."""
+    if provider.capabilities.shared_host:  # type: ignore[attr-defined]
+        return None
+    inner = getattr(provider, "inner", provider)  # a fault injector wraps the provider
+    return frozenset(getattr(inner, "providers", None) or {inner.name})
+
+
 def _is_blocked(la: Launcher, offer: Offer) -> bool:
     loc = offer.location
     now = time.time()
-    return any(la.blocked.get(scope, 0) > now
-               for scope in (loc.cloud, loc.region_scope, loc.zone_scope, offer.offer_id))
+    clouds = served_clouds(la.provider)
+    return (clouds is not None and loc.cloud not in clouds) or any(
+        la.blocked.get(scope, 0) > now for scope in (loc.cloud, loc.region_scope, loc.zone_scope, offer.offer_id))
 
 
 def mend(la: Launcher, survivors: Counter, *, cause: str) -> bool:
@@ -255,6 +264,9 @@ def replan(la: Launcher, survivors: Counter, *, cause: str) -> bool:
     plan, job = la.plan, la.plan.job
     nodes = max(plan.nodes, sum(survivors.values()))
     constraints = replace(job.constraints, max_nodes=min(job.constraints.max_nodes or nodes, nodes))
+    clouds = served_clouds(la.provider)  # a re-plan buys only where this launch's providers can
+    if clouds is not None:
+        constraints = replace(constraints, clouds=clouds & job.constraints.clouds if job.constraints.clouds else clouds)
     attempts = [
         replace(job, objective=Objective.MIN_COST, constraints=constraints,
                 target_samples_per_s=plan.totals.samples_per_s * 0.999),
