@@ -1,13 +1,13 @@
 """The startup script a cloud VM runs at first boot (AWS user data, GCP ``startup-script`` metadata,
 Azure custom data): install geotrain at the launcher's version if the image lacks it (into a virtual environment of its
-own: images whose Python the OS manages refuse a plain pip install; geotrain needs Python 3.11 or
-newer, so the image must have one, e.g. Ubuntu 24.04), then start the
+own: images whose Python the OS manages refuse a plain pip install), then start the
 node agent (``geotrain.node.agent``) with the run's token, listening on the agent port, watching the
 cloud's instance metadata for preemption notices.
 
 The script reads a few variables, unset on a real VM, that let a test run it as a local "VM":
 ``GEOTRAIN_NODE_ROOT`` (the node directory, default /var/lib/geotrain-node), ``GEOTRAIN_PYTHON``
-(default python3), ``GEOTRAIN_AGENT_BIND`` (default 0.0.0.0) and ``GEOTRAIN_METADATA_URL`` (default:
+(tried first; then python3.13 … python3, the first that is 3.11 or newer; on an image with none, a
+standalone Python through uv), ``GEOTRAIN_AGENT_BIND`` (default 0.0.0.0) and ``GEOTRAIN_METADATA_URL`` (default:
 the cloud's link-local metadata endpoint).
 """
 
@@ -35,8 +35,19 @@ def startup_script(*, cloud: str, token: str, agent_port: int) -> str:
 set -euo pipefail
 umask 077
 ROOT="${{GEOTRAIN_NODE_ROOT:-/var/lib/geotrain-node}}"
-PY="${{GEOTRAIN_PYTHON:-python3}}"
 mkdir -p "$ROOT"
+pick_python() {{  # geotrain needs Python 3.11 or newer
+  for c in "${{GEOTRAIN_PYTHON:-}}" python3.13 python3.12 python3.11 python3; do
+    if [ -n "$c" ] && command -v "$c" > /dev/null && "$c" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2> /dev/null
+    then echo "$c"; return; fi
+  done
+}}
+PY="$(pick_python)"
+if [ -z "$PY" ]; then  # an image with an older Python only: a standalone one, through uv
+  curl -LsSf https://astral.sh/uv/install.sh | env UV_INSTALL_DIR="$ROOT/bin" UV_NO_MODIFY_PATH=1 sh >> "$ROOT/install.log" 2>&1
+  "$ROOT/bin/uv" venv --seed --python 3.12 "$ROOT/venv" >> "$ROOT/install.log" 2>&1
+  PY="$ROOT/venv/bin/python"
+fi
 cat > "$ROOT/token" <<'GEOTRAIN_TOKEN'
 {token}
 GEOTRAIN_TOKEN

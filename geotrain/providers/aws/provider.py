@@ -159,6 +159,16 @@ class AwsProvider:
         endpoint = AgentEndpoint(node.address, self.agent_port, run_token(node.run_id))
         return self.channel.start(endpoint, argv, env, Path(log_path), cwd, alive=lambda: self._alive(node_id))
 
+    @classmethod
+    def for_dry_run(cls, **settings: Any) -> AwsProvider:
+        """A provider for :meth:`dry_run` only: no credentials, no client, no call."""
+        def refuse(service: str, region: str) -> Any:
+            raise ProviderError("a dry run makes no AWS call")
+
+        settings.pop("endpoint_url", None)
+        settings.pop("max_attempts", None)
+        return cls(refuse, **settings)
+
     def dry_run(self, request: LaunchRequest) -> list[dict[str, Any]]:
         """The calls :meth:`launch` makes for a new request, in order; values it would look up are shown
         as <…>, the run token as "<run token>". Makes no call and needs no credentials. (DescribeVpcs,

@@ -213,6 +213,11 @@ class GcpProvider:
         return self.channel.start(endpoint, list(argv), dict(env), Path(log_path), cwd,
                                   alive=lambda: self._alive(node_id))
 
+    @classmethod
+    def for_dry_run(cls, **settings: Any) -> GcpProvider:
+        """A provider for :meth:`dry_run` only: no credentials, no client, no call."""
+        return cls(None, **settings)
+
     def dry_run(self, request: LaunchRequest) -> list[dict[str, Any]]:
         """The SDK calls ``launch`` would make, in order (each ``get`` finds what an earlier try made; the
         insert after it is made only where it finds nothing). No call is made; the run token is hidden."""
