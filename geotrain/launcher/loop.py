@@ -49,6 +49,7 @@ from geotrain.launcher.options import LaunchOptions, RunOutcome, Status
 from geotrain.launcher.provisioning import boot_failed, launch_missing, mend, survivors_of, track_untracked
 from geotrain.launcher.training import Training, resolve_training
 from geotrain.launcher.workers import check_checkpoint_url, kill_stale_workers, node_dir, open_store
+from geotrain.train.ledger_relay import RELAY_ENV, RELAY_STORE, drain
 from geotrain.train.worker_env import free_port, outbound_address, worker_env
 from geotrain.ledger import EventKind, Ledger, RunStatus
 from geotrain.providers.base import NodeInfo, NodeProcess, NodeState, Provider
@@ -86,6 +87,7 @@ class Launcher:
         self._procs: dict[str, NodeProcess] = {}
         self.members: list[NodeInfo] = []
         self._store = None
+        self._relayed: dict[int, int] = {}
         self._store_secret = ""
         self._cost_at = 0.0
         self._costs: deque[tuple[float, float]] = deque()  # (time, cost) over the last SPEND_WINDOW_S
@@ -164,6 +166,7 @@ class Launcher:
             for sig in previous:
                 signal.signal(sig, lambda s, f: self.request_stop("interrupted" if s == signal.SIGINT else "stopped"))
         self._store = open_store(dist, self.provider.capabilities.shared_host)
+        self._dist = dist
         self._store_secret = secrets.token_hex(16)
         injector = Injector(self)
         injector.start()
@@ -323,6 +326,7 @@ class Launcher:
             "store": {"host": self._store_host(), "port": self._store.port, "prefix": self._store_secret}, "nodes": table,
             "backend": self._backend(members),
         }
+        self._relayed: dict[int, int] = {}  # rank -> the last of its ledger records copied (``_drain``)
         path = self.run_dir / f"generation-{self.generation}.json"
         atomic_write_text(path, json.dumps(config, indent=2))
         master_port = free_port()
@@ -335,10 +339,12 @@ class Launcher:
                 "GROUP_RANK": str(rank), "MASTER_ADDR": members[0].address, "MASTER_PORT": str(master_port),
                 "GEOTRAIN_RUN_ID": self.run_id, "GEOTRAIN_NODE_ID": node.node_id,
                 "GEOTRAIN_GENERATION": str(self.generation), "GEOTRAIN_CHECKPOINT_URL": self.options.checkpoint_url,
-                "GEOTRAIN_HOME": str(geotrain_home()), "GEOTRAIN_REGION": node.location.region_scope,
+                "GEOTRAIN_REGION": node.location.region_scope,
                 "GEOTRAIN_NODE_DIR": str(node_dir(self.provider, node.node_id) or ""),
                 "GEOTRAIN_SYNC": json.dumps(sync_to_mapping(t.sync)), "GEOTRAIN_WORKLOAD": self.plan.job.workload,
                 "OMP_NUM_THREADS": "1",
+                # this machine: the ledger is the launcher's file; another machine: the ledger through the store
+                **({"GEOTRAIN_HOME": str(geotrain_home())} if shared else {RELAY_ENV: RELAY_STORE}),
             })
             # a notice (SIGUSR1) that arrives while a worker is still starting must not end it: the node
             # starts every command with the signal ignored, the runtime checks the notice file once it listens
@@ -397,6 +403,7 @@ class Launcher:
                 return "spend_limit", None
             codes = {node_id: p.poll() for node_id, p in self._procs.items()}
             if all(code == 0 for code in codes.values()):
+                self._drain()
                 return "completed", None
             failed = {node_id: code for node_id, code in codes.items() if code not in (None, 0)}
             now = time.monotonic()
@@ -411,9 +418,11 @@ class Launcher:
                     lost = self._lost(members)
                 if lost:
                     self._kill_workers(grace_s=2.0)
+                    self._drain()
                     return "preempted", lost
                 if failed:
                     self._kill_workers(grace_s=2.0)
+                    self._drain()
                     return "error", failed
 
     def _over_spend_limit(self) -> bool:
@@ -476,7 +485,15 @@ class Launcher:
 
     # -- status ---------------------------------------------------------------------------------
 
+    def _drain(self) -> None:
+        """Copy into the ledger what the workers on other machines sent through the store."""
+        if self.provider.capabilities.shared_host or self._store is None or not self.members:
+            return
+        store = self._dist.PrefixStore(f"{self._store_secret}/gen{self.generation}/", self._store)
+        drain(store, self.ledger, range(len(self.members)), self._relayed)
+
     def _refresh_status(self, force: bool = False) -> None:
+        self._drain()
         s = self.status
         s.generation = self.generation
         last = self.ledger.last_progress(self.run_id)

@@ -243,11 +243,12 @@ class Ledger:
         return [Event(r[0], r[1], r[2], r[3], r[4], json.loads(r[5])) for r in reversed(rows)]
 
     def progress(self, run_id: str, *, generation: int, step: int, samples: int, loss: float | None,
-                 samples_per_s: float | None, world_size: int) -> None:
+                 samples_per_s: float | None, world_size: int, at: float | None = None) -> None:
         with self._tx() as c:
             c.execute("INSERT INTO progress (run_id, at, generation, step, samples, loss, samples_per_s, world_size)"
                       " VALUES (?,?,?,?,?,?,?,?)",
-                      (run_id, time.time(), generation, step, samples, loss, samples_per_s, world_size))
+                      (run_id, at if at is not None else time.time(), generation, step, samples, loss, samples_per_s,
+                       world_size))
 
     def progress_rows(self, run_id: str) -> list[ProgressRow]:
         return [ProgressRow(*r) for r in self._conn.execute(
@@ -258,10 +259,11 @@ class Ledger:
             f"SELECT {_PROGRESS_COLUMNS} FROM progress WHERE run_id = ? ORDER BY at DESC LIMIT 1", (run_id,)).fetchone()
         return ProgressRow(*row) if row else None
 
-    def add_link_bytes(self, run_id: str, generation: int, rows: list[tuple[str, str, str, int]]) -> None:
+    def add_link_bytes(self, run_id: str, generation: int, rows: list[tuple[str, str, str, int]],
+                       at: float | None = None) -> None:
         if not rows:
             return
-        at = time.time()
+        at = at if at is not None else time.time()
         with self._tx() as c:
             c.executemany("INSERT INTO link_bytes VALUES (?,?,?,?,?,?,?)",
                           [(run_id, generation, src, dst, cls, int(n), at) for src, dst, cls, n in rows])

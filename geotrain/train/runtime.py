@@ -71,6 +71,7 @@ def main(argv: list[str]) -> int:
     from geotrain.domain import Continent, Location, link_class
     from geotrain.ledger import EventKind, Ledger
     from geotrain.train.checkpoint import CheckpointStore
+    from geotrain.train.ledger_relay import RELAY_ENV, RELAY_STORE, StoreLedger
     from geotrain.train.sync import ByteCounter, DDPSync, DeterministicSync, LocalSGDSync, StepInput
     from geotrain.train.workloads import WORKLOADS
 
@@ -88,11 +89,12 @@ def main(argv: list[str]) -> int:
     if deterministic:
         torch.use_deterministic_algorithms(True)
     notice = NoticeWatch(os.environ.get("GEOTRAIN_NODE_DIR"))
-    ledger = Ledger()
     store_cfg = config["store"]
     base_store = dist.TCPStore(store_cfg["host"], store_cfg["port"], is_master=False,
                                timeout=timedelta(seconds=60))
     store = dist.PrefixStore(f"{store_cfg.get('prefix', '')}/gen{generation}/", base_store)
+    # a node that is another machine sends its records through the launcher's store
+    ledger = StoreLedger(store, rank) if os.environ.get(RELAY_ENV) == RELAY_STORE else Ledger()
     if world > 1:
         dist.init_process_group(backend, store=store, rank=rank, world_size=world,
                                 timeout=timedelta(seconds=config.get("collective_timeout_s", 60)))

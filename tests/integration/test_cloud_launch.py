@@ -119,6 +119,12 @@ def test_a_run_on_aws_and_gcp_survives_an_instance_terminated_behind_its_back(cl
     assert ledger.events(run_id, kinds=(EventKind.REPLANNED,)) or ledger.events(run_id, kinds=(EventKind.FELL_BACK,))
     assert {n.offer_id.split("/")[0] for n in nodes.values()} == {"aws", "gcp"}
 
+    # the workers' records came through the launcher's store (their environment has no GEOTRAIN_HOME)
+    assert ledger.progress_rows(run_id)[-1].step == STEPS
+    assert ledger.events(run_id, kinds=(EventKind.CHECKPOINT_SAVED,)) and ledger.events(
+        run_id, kinds=(EventKind.CHECKPOINT_RESTORED,))
+    assert cost.nodes if (cost := run_cost(ledger, run_id)) else False
+
     # nothing is left running: every node ended in the provider, every VM's processes gone
     assert all(n.state.ended for n in provider.list(run_id))
     assert all(n.ended_at is not None for n in nodes.values())
