@@ -168,7 +168,7 @@ def main(argv: list[str]) -> int:
             loss = sync.step(StepInput(batches, mine, global_samples, M), optimizer)
             step += 1
             if isinstance(sync, LocalSGDSync):
-                sync.after_step(step)
+                sync.after_step(step, final=step == target)  # the run ends on averaged parameters
             if notice.received() and not noticed and sync.averaged(step):
                 noticed = True
                 ledger.event(run_id, EventKind.NOTICE, node_id=node_id, step=step)

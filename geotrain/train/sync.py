@@ -227,9 +227,12 @@ class LocalSGDSync:
         optimizer.step()
         return float(loss.detach())
 
-    def after_step(self, step: int) -> None:
-        """Every H steps: average the parameters of all ranks."""
-        if step % self.H or self.world < 2:
+    def after_step(self, step: int, *, final: bool = False) -> None:
+        """Every H steps, and after the run's last step: average the parameters of all ranks."""
+        if step % self.H and not final:
+            return
+        self._averaged_at = step
+        if self.world < 2:
             return
         with torch.no_grad():
             flat = _all_reduce_mean(torch.cat([p.data.reshape(-1) for p in self.params]), self.dtype, self.world)
@@ -240,4 +243,4 @@ class LocalSGDSync:
         self.counter.ring(self.rank, self.members, self.payload, 2 * (self.world - 1) / self.world)
 
     def averaged(self, step: int) -> bool:
-        return step % self.H == 0
+        return step % self.H == 0 or step == getattr(self, "_averaged_at", -1)
