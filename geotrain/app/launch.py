@@ -110,10 +110,14 @@ def launch(plan_path: Path, options: LaunchOptions, *, provider_name: str | None
     """Train the plan on the provider (default: the one the plan was made for, else the local one)."""
     plan = load_plan(plan_path)
     resolve_training(plan, options)  # refuse what cannot be trained before any provider is touched
+    name = provider_name or plan.provider or LOCAL_PROVIDER
+    check_clouds(plan, parse_names(name))  # nor a node no provider of the launch can buy
+    if parse_names(name) != (LOCAL_PROVIDER,) and "://" not in (options.checkpoint_url or ""):
+        raise InputError("nodes on other machines cannot reach a checkpoint directory of this one: give "
+                         "--checkpoint-url s3://BUCKET/PATH, gs://… or az://… (storage every node can write), or "
+                         "file:///PATH for a file system every node mounts at that path")
     if options.checkpoint_url:
         check_checkpoint_url(options.checkpoint_url)  # and a checkpoint location the workers cannot use
-    name = provider_name or plan.provider or LOCAL_PROVIDER
-    check_clouds(plan, parse_names(name))
     provider = get_provider(name, options, plan.job.onprem_inventory)
     provider.check_credentials()
     launcher = Launcher(plan, provider, options=options, on_status=on_status)

@@ -1,0 +1,60 @@
+"""``geotrain launch`` towards the clouds as a user types it: ``--dry-run`` shows every call without
+credentials or any call made; a plan the providers cannot serve, or a checkpoint directory the nodes
+cannot reach, is refused before any VM is bought."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from geotrain.cli import app
+from tests.cli.test_refresh_cli import no_clouds  # noqa: F401 - a fixture
+
+runner = CliRunner()
+NODES = "aws/usw2-az1/g4dn.xlarge,gcp/us-west1-b/n1-standard-8+T4,azure/eastus/Standard_NC4as_T4_v3"
+
+
+@pytest.fixture
+def mix(tmp_path: Path, geotrain_home: Path) -> Path:
+    out = tmp_path / "mix.json"
+    result = runner.invoke(app, ["plan", "--workload", "tiny-cnn", "--strategy", "allreduce", "--provider", "local",
+                                 "--target-sps", "1", "--nodes", NODES, "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    return out
+
+
+def test_a_dry_run_shows_each_clouds_calls_and_the_startup_script_but_not_the_token(mix, no_clouds) -> None:  # noqa: F811
+    result = runner.invoke(app, ["launch", str(mix), "--provider", "aws,gcp,azure", "--dry-run", "--json",
+                                 "--control-address", "203.0.113.7"])
+    assert result.exit_code == 0, result.output
+    nodes = json.loads(result.output)
+    assert [n["provider"] for n in nodes] == ["aws", "gcp", "azure"]
+    calls = {n["provider"]: [c["call"] for c in n["calls"]] for n in nodes}
+    assert "ec2.run_instances" in calls["aws"] and "compute.instances.insert" in calls["gcp"]
+    assert any("virtual_machines" in c for c in calls["azure"])
+    run = next(c for c in nodes[0]["calls"] if c["call"] == "ec2.run_instances")["params"]
+    assert run["InstanceMarketOptions"]["MarketType"] == "spot" and "geotrain.node.agent" in run["UserData"]
+    assert "<run token>" in run["UserData"]
+    assert "203.0.113.7/32" in json.dumps(nodes)  # the one address the firewall opens the agents to
+
+
+def test_a_plan_with_nodes_on_a_cloud_the_providers_lack_is_refused(mix) -> None:
+    result = runner.invoke(app, ["launch", str(mix), "--provider", "aws", "--train-workload", "tiny-cnn",
+                                 "--checkpoint-url", "s3://bucket/run"])
+    assert result.exit_code == 2, result.output
+    assert "azure, gcp" in result.output and "--provider aws,azure,gcp" in result.output
+    assert "Traceback" not in result.output
+
+
+def test_cloud_nodes_need_a_checkpoint_location_they_can_reach(mix) -> None:
+    result = runner.invoke(app, ["launch", str(mix), "--provider", "aws,gcp,azure", "--train-workload", "tiny-cnn"])
+    assert result.exit_code == 2, result.output
+    assert "--checkpoint-url s3://" in result.output and "Traceback" not in result.output
+
+
+def test_an_unknown_provider_is_named(mix) -> None:
+    result = runner.invoke(app, ["launch", str(mix), "--provider", "aws,ibm", "--dry-run"])
+    assert result.exit_code == 2 and "ibm is not a provider" in result.output, result.output
