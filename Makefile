@@ -11,7 +11,7 @@ BIN    := $(VENV)/bin
 TORCH  ?= torch==2.13.0
 PIP    := $(BIN)/python -m pip install --quiet --disable-pip-version-check
 
-.PHONY: demo test bench data clean
+.PHONY: demo test test-all bench data clean
 
 demo: $(VENV)/.demo-installed
 	$(BIN)/geotrain catalog show bundled
@@ -28,6 +28,10 @@ demo: $(VENV)/.demo-installed
 
 test: $(VENV)/.test-installed
 	sh scripts/ensure_sshd.sh  # the on-prem provider's tests talk to a real sshd
+	$(BIN)/python -m pytest -m "not heavy" $(PYTEST_ARGS)
+
+test-all: $(VENV)/.test-installed
+	sh scripts/ensure_sshd.sh
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 bench: $(VENV)/.test-installed

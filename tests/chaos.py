@@ -46,8 +46,8 @@ class Result:
     scenario: str
     run_id: str
     injected: int
-    recorded: int
-    preempted_nodes: int
+    recorded: int  # PREEMPTED events
+    preempted_nodes: int  # nodes that ended preempted or lost
     recovered: bool
     lost_steps: list[int]  # per restore: steps trained past the restored checkpoint
     since_commit: list[int]  # per restore: steps between the restored checkpoint and the last before it
@@ -170,12 +170,14 @@ def check(scenario: Scenario, run_id: str, ckpt: Path, reference: dict | None, k
     if run.status != "completed":
         failures.append(f"run {run.status}: {run.reason}")
     injected = sum(1 for e in events if e.kind == EventKind.PREEMPTION_INJECTED)
-    recorded = sum(1 for e in events if e.kind == EventKind.PREEMPTED)
     provider = LocalProvider()
     nodes = provider.list(run_id)
-    preempted_nodes = sum(1 for n in nodes if n.end_reason == "preempted")
-    if recorded != preempted_nodes:
-        failures.append(f"{recorded} preemptions recorded, {preempted_nodes} nodes preempted")
+    # every node that ended under the run (preempted, or lost: e.g. one being launched when the launcher
+    # was killed) is recorded exactly once, with the reason the provider gives
+    recorded = sorted((e.node_id, e.detail.get("reason")) for e in events if e.kind == EventKind.PREEMPTED)
+    ended = sorted((n.node_id, n.end_reason) for n in nodes if n.end_reason in ("preempted", "lost"))
+    if recorded != ended:
+        failures.append(f"preemptions recorded {recorded}, nodes that ended so {ended}")
     rows = ledger.nodes(run_id)
     requests = [r.request_id for r in rows]
     duplicated = sorted({q for q in requests if requests.count(q) > 1})
@@ -196,7 +198,7 @@ def check(scenario: Scenario, run_id: str, ckpt: Path, reference: dict | None, k
                         ("temp files", temp)):
         if value:
             failures.append(f"{what}: {value[:3]}")
-    return Result(scenario.name, run_id, injected, recorded, preempted_nodes, run.status == "completed", lost, since,
+    return Result(scenario.name, run_id, injected, len(recorded), len(ended), run.status == "completed", lost, since,
                   kills, leaked, duplicated, untracked, alive, temp, weights_equal, failures)
 
 

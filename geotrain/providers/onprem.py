@@ -38,7 +38,6 @@ best effort, should it only hang).
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import secrets
@@ -56,10 +55,10 @@ from typing import Any
 from geotrain.domain import CLOUD_ONPREM, Continent, Location, Offer
 from geotrain.errors import (CapacityError, CatalogError, CredentialsError, NotFoundError, ProviderError,
                              ProviderTimeoutError)
-from geotrain.files import atomic_write_text, geotrain_home
 from geotrain.procs import proc_stat
 from geotrain.specfile import Fields, load_yaml_mapping
 from geotrain.providers.base import Capabilities, LaunchRequest, NodeInfo, NodeState
+from geotrain.providers.statefile import JsonState, provider_root
 
 ENV_INVENTORY = "GEOTRAIN_ONPREM_INVENTORY"  # the inventory file, when no setting names it
 AGENT_MODULE = "geotrain.node.agent"
@@ -413,7 +412,7 @@ class OnPremProvider:
             state = self._load(paths)
             now = state["nodes"].get(node_id)
             if now is None:  # cannot happen: records are deleted only by their own failed launch
-                raise ProviderError(f"node {node_id} vanished from {paths.state} while it was launched")
+                raise ProviderError(f"node {node_id} vanished from {paths.path} while it was launched")
             now["node_dir"] = started["node_dir"]
             now["agent"] = {k: started[k] for k in ("pid", "pgid", "port")}
             now["owner"] = None
@@ -697,36 +696,20 @@ echo "GEOTRAIN-STOPPED"
     # -- state ---------------------------------------------------------------------------------
 
     @contextlib.contextmanager
-    def _locked(self) -> Iterator[_Paths]:
-        paths = _Paths((self._home if self._home is not None else geotrain_home()) / "providers" / "onprem")
-        paths.root.mkdir(parents=True, exist_ok=True, mode=0o700)
-        with open(paths.lock, "a+b") as handle:  # a fresh open file description: threads exclude too
-            fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
-            try:
-                yield paths
-            finally:
-                fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+    def _locked(self) -> Iterator[JsonState]:
+        state = JsonState(provider_root(self._home, "onprem"), lambda: {"version": STATE_VERSION, "nodes": {}},
+                          corrupt_hint=f"agents it started may still run on your machines (look for '{AGENT_MODULE}' "
+                                       "processes there), stop them")
+        with state.lock():
+            yield state
 
     @staticmethod
-    def _load(paths: _Paths) -> dict[str, Any]:
-        try:
-            text = paths.state.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            return {"version": STATE_VERSION, "nodes": {}}
-        try:
-            state = json.loads(text)
-            if not isinstance(state, dict) or state.get("version") != STATE_VERSION \
-                    or not isinstance(state.get("nodes"), dict):
-                raise ValueError(f"expected version {STATE_VERSION} with a nodes object")
-        except ValueError as exc:
-            raise ProviderError(f"{paths.state} is corrupt ({exc}); agents it started may still run on your "
-                                f"machines (look for '{AGENT_MODULE}' processes there), stop them and move the "
-                                "file away") from exc
-        return state
+    def _load(paths: JsonState) -> dict[str, Any]:
+        return paths.load()
 
     @staticmethod
-    def _save(paths: _Paths, state: dict[str, Any]) -> None:
-        atomic_write_text(paths.state, json.dumps(state, indent=1, sort_keys=True) + "\n")
+    def _save(paths: JsonState, state: dict[str, Any]) -> None:
+        paths.save(state)
 
     def _record(self, node_id: str) -> dict[str, Any]:
         with self._locked() as paths:
@@ -736,19 +719,6 @@ echo "GEOTRAIN-STOPPED"
         if self.inventory:
             return f" in {self.inventory}"
         return f" (no inventory: set {ENV_INVENTORY} or the job spec's onprem.inventory)"
-
-
-@dataclass(frozen=True, slots=True)
-class _Paths:
-    root: Path
-
-    @property
-    def state(self) -> Path:
-        return self.root / "state.json"
-
-    @property
-    def lock(self) -> Path:
-        return self.root / "state.lock"
 
 
 # sh functions of both scripts: a live (non-zombie) process, and one that is this node's agent.

@@ -80,6 +80,7 @@ def reference(plan, tmp_path_factory):
     return final_weights(str(tmp / "ckpt"))
 
 
+@pytest.mark.heavy  # the chaos suite checks the same weights after preemptions with and without notice and mid-checkpoint
 def test_three_preemptions_recover_to_the_same_weights(plan, reference, tmp_path, monkeypatch):
     # a slow checkpoint write gives the injector a window to preempt the writer mid-write
     monkeypatch.setenv("GEOTRAIN_FAULT_CHECKPOINT_DELAY_S", "0.8")

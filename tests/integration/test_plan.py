@@ -84,6 +84,7 @@ def test_onprem_machines_join_when_required():
     assert plan.totals.samples_per_s >= 700 * 0.95
 
 
+@pytest.mark.heavy  # test_cli_plan_json_and_infeasible_exit_code checks the exit code and message of an infeasible plan
 def test_infeasible_target_names_the_limit():
     with pytest.raises(InfeasibleError) as info:
         plan_for(objective=Objective.MIN_COST, target_samples_per_s=800,
@@ -268,6 +269,7 @@ def test_when_the_hivemind_ceiling_binds_the_error_says_so_and_how_large_a_batch
     assert needed == pytest.approx(2 * 3000 * 4096 / ceiling, rel=0.01)
 
 
+@pytest.mark.heavy  # the referee tests check every planned mix against the perf model
 def test_a_mix_the_perf_model_says_misses_the_target_is_not_planned():
     """asgd-ga on RoBERTa-XLM: the solver's model used to leave out each region's per-step
     all-reduce and believed its mix trained 3,000 samples/s where the perf model says 68. The plan

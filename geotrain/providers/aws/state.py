@@ -16,67 +16,22 @@ still lists as ended, and another process (a resumed launcher, ``geotrain stop``
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
-import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from geotrain.errors import ProviderError
-from geotrain.files import atomic_write_text, geotrain_home
+from geotrain.providers.statefile import JsonState, provider_root
 
 STATE_VERSION = 1
 Record = dict[str, Any]
 
 
-class StateFile:
+class StateFile(JsonState):
     """One provider's state under ``home`` (None: GEOTRAIN_HOME at each call)."""
 
     def __init__(self, home: Path | None, name: str) -> None:
-        self._home = Path(home) if home is not None else None
-        self._name = name
-
-    @property
-    def root(self) -> Path:
-        return (self._home if self._home is not None else geotrain_home()) / "providers" / self._name
-
-    @contextlib.contextmanager
-    def locked(self) -> Iterator[dict[str, Any]]:
-        """The state, under the lock; saved on leaving the block if it changed."""
-        root = self.root
-        root.mkdir(parents=True, exist_ok=True, mode=0o700)
-        with open(root / "state.lock", "a+b") as handle:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
-            try:
-                state = self._load(root / "state.json")
-                before = json.dumps(state, sort_keys=True)
-                yield state
-                if json.dumps(state, sort_keys=True) != before:
-                    atomic_write_text(root / "state.json", json.dumps(state, indent=1, sort_keys=True) + "\n")
-            finally:
-                fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
-
-    def read(self) -> dict[str, Any]:
-        with self.locked() as state:
-            return json.loads(json.dumps(state))
-
-    @staticmethod
-    def _load(path: Path) -> dict[str, Any]:
-        try:
-            text = path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            return {"version": STATE_VERSION, "nodes": {}, "groups": {}}
-        try:
-            state = json.loads(text)
-            if not isinstance(state, dict) or state.get("version") != STATE_VERSION \
-                    or not isinstance(state.get("nodes"), dict) or not isinstance(state.get("groups"), dict):
-                raise ValueError(f"expected version {STATE_VERSION} with nodes and groups")
-        except ValueError as exc:
-            raise ProviderError(
-                f"{path} is corrupt ({exc}); the run's instances still run: find them in the EC2 console by the tag "
-                "geotrain-run, terminate them, and move the file away") from exc
-        return state
+        super().__init__(provider_root(home, name), lambda: {"version": STATE_VERSION, "nodes": {}, "groups": {}},
+                         corrupt_hint="the run's instances still run: find them in the EC2 console by the tag "
+                                      "geotrain-run, terminate them")
 
 
 def by_node(state: dict[str, Any], node_id: str) -> Record | None:

@@ -12,17 +12,15 @@ and a spot VM that vanished be told from one we deleted.
 from __future__ import annotations
 
 import contextlib
-import fcntl
-import json
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from geotrain.domain import Continent, Location, Market, Offer
 from geotrain.errors import ProviderError
-from geotrain.files import atomic_write_text
 from geotrain.providers.base import LaunchRequest, NodeInfo, NodeState
+from geotrain.providers.statefile import JsonState, flocked
 
 STATE_VERSION = 1
 # a VM's ``status``: "creating" (asked for; it may or may not exist), "created" (seen), "failed" (a launch
@@ -30,65 +28,23 @@ STATE_VERSION = 1
 CREATING, CREATED, FAILED = "creating", "created", "failed"
 
 
-class StateStore:
+class StateStore(JsonState):
     """``root()`` is the provider's directory (resolved at each use: GEOTRAIN_HOME may be set later)."""
 
     def __init__(self, root: Callable[[], Path]) -> None:
-        self._root = root
+        super().__init__(root, lambda: {"version": STATE_VERSION, "nodes": {}, "runs": {}},
+                         corrupt_hint="the VMs it listed may still run: find them in the Azure portal by their "
+                                      "geotrain-run tag (`az vm list --query \"[?tags.\\\"geotrain-run\\\"]\"`), "
+                                      "delete them")
 
-    @property
-    def path(self) -> Path:
-        return self._root() / "state.json"
-
-    @contextlib.contextmanager
-    def _flock(self, path: Path) -> Iterator[None]:
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        with open(path, "a+b") as handle:  # a fresh open file description: excludes threads too
-            fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
-
-    @contextlib.contextmanager
-    def transaction(self) -> Iterator[dict[str, Any]]:
+    def transaction(self) -> contextlib.AbstractContextManager[dict[str, Any]]:
         """The state, locked; written back (atomically) if the block changed it and did not raise."""
-        root = self._root()
-        with self._flock(root / "state.lock"):
-            state, before = self._load(root / "state.json")
-            yield state
-            after = json.dumps(state, indent=1, sort_keys=True) + "\n"
-            if after != before:
-                atomic_write_text(root / "state.json", after)
+        return self.locked()
 
-    def read(self) -> dict[str, Any]:
-        with self.transaction() as state:
-            return json.loads(json.dumps(state))
-
-    @contextlib.contextmanager
-    def key_lock(self, key: str) -> Iterator[None]:
+    def key_lock(self, key: str) -> contextlib.AbstractContextManager[None]:
         """Serialises work on one key (a VM name, a run's network in a region) across processes."""
         safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in key)
-        with self._flock(self._root() / "locks" / f"{safe}.lock"):
-            yield
-
-    @staticmethod
-    def _load(path: Path) -> tuple[dict[str, Any], str]:
-        try:
-            text = path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            return {"version": STATE_VERSION, "nodes": {}, "runs": {}}, ""
-        try:
-            state = json.loads(text)
-            if not isinstance(state, dict) or state.get("version") != STATE_VERSION \
-                    or not isinstance(state.get("nodes"), dict) or not isinstance(state.get("runs"), dict):
-                raise ValueError(f"expected version {STATE_VERSION} with nodes and runs objects")
-        except ValueError as exc:
-            raise ProviderError(
-                f"{path} is corrupt ({exc}); the VMs it listed may still run: find them in the Azure portal by "
-                "their geotrain-run tag (`az vm list --query \"[?tags.\\\"geotrain-run\\\"]\"`), delete them, "
-                "and move the file away") from exc
-        return state, text
+        return flocked(self.root / "locks" / f"{safe}.lock")
 
 
 def now_text(when: datetime | None = None) -> str:
