@@ -141,9 +141,16 @@ class AwsVms:
             return
         if inst.state not in ("pending", "running"):
             return  # ended meanwhile
-        inst.terminate()
+        # moto's Instance.terminate() without its user-initiated reason: the reason is set first and the state
+        # last, so a DescribeInstances served meanwhile never sees a terminated instance without the spot reason
+        for nic in inst.nics.values():
+            nic.stop()
+            if nic.delete_on_termination:
+                nic.delete()
+        inst.teardown_defaults()
         inst.state_reason = StateReason(f"{SPOT_RECLAIM_CODE}: Spot instance termination", SPOT_RECLAIM_CODE)
-        inst._reason = inst._reason.replace("User initiated", "Service initiated")  # noqa: SLF001 - moto's field
+        inst._reason = f"Service initiated ({time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())})"  # noqa: SLF001
+        inst._state.name, inst._state.code = "terminated", 48  # noqa: SLF001 - moto's field
         self._kill([instance_id])
 
     def forget(self, instance_id: str) -> None:
