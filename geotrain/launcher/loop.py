@@ -48,9 +48,10 @@ from geotrain.launcher.injector import Injector
 from geotrain.launcher.options import LaunchOptions, RunOutcome, Status
 from geotrain.launcher.provisioning import boot_failed, launch_missing, mend, survivors_of, track_untracked
 from geotrain.launcher.training import Training, resolve_training
-from geotrain.launcher.workers import check_checkpoint_url, kill_stale_workers, node_dir, open_store
+from geotrain.launcher.workers import (check_checkpoint_url, generation_backend, kill_stale_workers, last_words,
+                                      node_dir, open_store, store_host)
 from geotrain.train.ledger_relay import RELAY_ENV, RELAY_STORE, drain
-from geotrain.train.worker_env import free_port, outbound_address, worker_env
+from geotrain.train.worker_env import free_port, worker_env
 from geotrain.ledger import EventKind, Ledger, RunStatus
 from geotrain.providers.base import NodeInfo, NodeProcess, NodeState, Provider
 
@@ -217,24 +218,12 @@ class Launcher:
             else:  # a worker failed with every node up
                 self.restarts += 1
                 self.ledger.event(self.run_id, EventKind.WORKER_FAILED, generation=self.generation, codes=detail,
-                                  restarts=self.restarts, said=self._last_words(detail))
+                                  restarts=self.restarts, said=last_words(self.run_dir / "logs", self.generation, detail))
                 if self.restarts > self.options.max_restarts:
                     self._terminate_all("failed")
                     logs = self.run_dir / "logs"
                     raise RunError(f"workers failed {self.restarts} times with every node up (exit codes "
                                    f"{detail}); the restart budget is {self.options.max_restarts}; see {logs}")
-
-    def _last_words(self, codes: object, lines: int = 3) -> dict[str, list[str]]:
-        """The last lines of each failed worker's log, for the ledger (the log itself may not outlive the run)."""
-        said: dict[str, list[str]] = {}
-        for node_id in codes if isinstance(codes, dict) else ():
-            for log in (self.run_dir / "logs").glob(f"gen{self.generation:03d}-rank*-{node_id}.log"):
-                try:
-                    text = log.read_text(encoding="utf-8", errors="replace")
-                except OSError:
-                    continue
-                said[node_id] = [line[:300] for line in text.splitlines()[-lines:]]
-        return said
 
     def _provision(self) -> list[NodeInfo]:
         """The nodes of the next generation: launch what is missing, re-plan around what fails."""
@@ -323,8 +312,9 @@ class Launcher:
             "target_steps": self.options.steps, "checkpoint_url": self.options.checkpoint_url,
             "checkpoint_every": self.options.checkpoint_every,
             "progress_every": self.options.progress_every, "collective_timeout_s": self.options.collective_timeout_s,
-            "store": {"host": self._store_host(), "port": self._store.port, "prefix": self._store_secret}, "nodes": table,
-            "backend": self._backend(members),
+            "store": {"host": store_host(self.provider.capabilities.shared_host, self.options.control_address),
+                      "port": self._store.port, "prefix": self._store_secret}, "nodes": table,
+            "backend": generation_backend(self.provider, self.options.command, len(members)),
         }
         self._relayed: dict[int, int] = {}  # rank -> the last of its ledger records copied (``_drain``)
         path = self.run_dir / f"generation-{self.generation}.json"
@@ -372,24 +362,6 @@ class Launcher:
                           nodes=[n.node_id for n in members], sync=t.sync.strategy.value,
                           pids={node_id: p.pid for node_id, p in self._procs.items()})
         return True
-
-    def _store_host(self) -> str:
-        """Where the nodes reach this launcher's rendezvous store."""
-        if self.provider.capabilities.shared_host:
-            return "127.0.0.1"
-        return self.options.control_address or outbound_address()
-
-    def _backend(self, members: list[NodeInfo]) -> str:
-        """nccl when every rank gets a GPU of its own, else gloo (see ``pick_backend``)."""
-        from geotrain.train.runtime import pick_backend
-
-        if self.options.command:
-            return "gloo"  # a user's script picks its own
-        if not self.provider.capabilities.shared_host:
-            return "gloo"  # a provider of separate hosts does not report their CUDA devices yet
-        import torch
-
-        return pick_backend(len(members), [torch.cuda.device_count() if torch.cuda.is_available() else 0])
 
     def _watch(self) -> tuple[str, object]:
         members = {n.node_id for n in self.members}
@@ -487,10 +459,9 @@ class Launcher:
 
     def _drain(self) -> None:
         """Copy into the ledger what the workers on other machines sent through the store."""
-        if self.provider.capabilities.shared_host or self._store is None or not self.members:
-            return
-        store = self._dist.PrefixStore(f"{self._store_secret}/gen{self.generation}/", self._store)
-        drain(store, self.ledger, range(len(self.members)), self._relayed)
+        if not self.provider.capabilities.shared_host and self._store is not None and self.members:
+            drain(self._dist.PrefixStore(f"{self._store_secret}/gen{self.generation}/", self._store), self.ledger,
+                  range(len(self.members)), self._relayed)
 
     def _refresh_status(self, force: bool = False) -> None:
         self._drain()

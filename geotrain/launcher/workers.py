@@ -57,3 +57,40 @@ def kill_stale_workers(pids: dict[str, int], run_id: str) -> None:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+
+
+def last_words(logs: Path, generation: int, codes: object, lines: int = 3) -> dict[str, list[str]]:
+    """The last lines of each failed worker's log (``codes``: node id → exit code), for the ledger: the
+    log itself may not outlive the run."""
+    said: dict[str, list[str]] = {}
+    for node_id in codes if isinstance(codes, dict) else ():
+        for log in logs.glob(f"gen{generation:03d}-rank*-{node_id}.log"):
+            try:
+                text = log.read_text(encoding="utf-8", errors="replace")
+            except OSError:
+                continue
+            said[node_id] = [line[:300] for line in text.splitlines()[-lines:]]
+    return said
+
+
+def store_host(shared_host: bool, control_address: str | None) -> str:
+    """Where the nodes reach the launcher's rendezvous store: loopback when every node is a process
+    here, else ``--control-address`` or this machine's outbound address."""
+    if shared_host:
+        return "127.0.0.1"
+    from geotrain.train.worker_env import outbound_address
+
+    return control_address or outbound_address()
+
+
+def generation_backend(provider: Provider, command: tuple[str, ...], world: int) -> str:
+    """nccl when every rank gets a GPU of its own, else gloo (see ``pick_backend``)."""
+    from geotrain.train.runtime import pick_backend
+
+    if command:
+        return "gloo"  # a user's script picks its own
+    if not provider.capabilities.shared_host:
+        return "gloo"  # a provider of separate hosts does not report their CUDA devices yet
+    import torch
+
+    return pick_backend(world, [torch.cuda.device_count() if torch.cuda.is_available() else 0])

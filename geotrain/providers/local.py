@@ -50,10 +50,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from geotrain.domain import Continent, Location
+from geotrain.domain import Location
 from geotrain.errors import NotFoundError, ProviderError
 from geotrain.files import atomic_write_text, geotrain_home
 from geotrain.procs import HAS_PROC, group_alive, pid_alive, proc_stat
+from geotrain.providers.statefile import location_of, node_info
 from geotrain.providers.base import LOCAL_PROVIDER, Capabilities, LaunchRequest, NodeInfo, NodeState
 from geotrain.providers.local_commands import AgentProcess, run_on_node
 
@@ -454,18 +455,11 @@ def _get(state: dict[str, Any], node_id: str) -> dict[str, Any]:
 
 
 def _location(rec: dict[str, Any]) -> Location:
-    loc = rec["location"]
-    return Location(loc["cloud"], loc["region"], loc["zone"], Continent(loc["continent"]))
+    return location_of(rec)
 
 
 def _info(rec: dict[str, Any]) -> NodeInfo:
-    return NodeInfo(
-        node_id=rec["node_id"], request_id=rec["request_id"], run_id=rec["run_id"], offer_id=rec["offer_id"],
-        location=_location(rec), state=NodeState(rec["state"]),
-        launched_at=datetime.fromisoformat(rec["launched_at"]),
-        ended_at=datetime.fromisoformat(rec["ended_at"]) if rec["ended_at"] else None,
-        end_reason=rec["end_reason"], address=ADDRESS,
-    )
+    return node_info(rec, ADDRESS)
 
 
 def _new_node_id(nodes: dict[str, Any]) -> str:

@@ -52,13 +52,13 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from geotrain.domain import CLOUD_ONPREM, Continent, Location, Offer
+from geotrain.domain import CLOUD_ONPREM, Offer
 from geotrain.errors import (CapacityError, CatalogError, CredentialsError, NotFoundError, ProviderError,
                              ProviderTimeoutError)
 from geotrain.procs import proc_stat
 from geotrain.specfile import Fields, load_yaml_mapping
 from geotrain.providers.base import Capabilities, LaunchRequest, NodeInfo, NodeState
-from geotrain.providers.statefile import JsonState, provider_root
+from geotrain.providers.statefile import JsonState, location_of, node_info, provider_root
 
 ENV_INVENTORY = "GEOTRAIN_ONPREM_INVENTORY"  # the inventory file, when no setting names it
 AGENT_MODULE = "geotrain.node.agent"
@@ -312,10 +312,10 @@ class OnPremProvider:
         state = NodeState(rec["state"])
         if state.ended:
             raise ProviderError(f"cannot start a command on node {node_id}: it is {state.value} "
-                                f"({rec['end_reason']}); launch another node", scope=_location(rec).zone_scope)
+                                f"({rec['end_reason']}); launch another node", scope=location_of(rec).zone_scope)
         if state is NodeState.PENDING:
             raise ProviderError(f"node {node_id} on {rec['host']['host']} is still being launched; wait for its "
-                                "launch to return", scope=_location(rec).zone_scope)
+                                "launch to return", scope=location_of(rec).zone_scope)
         return self.channel().start(self._endpoint(rec), argv, env, Path(log_path), cwd,
                                     alive=lambda: self._node_alive(node_id))
 
@@ -377,7 +377,7 @@ class OnPremProvider:
 
     def _finish_launch(self, rec: dict[str, Any], me: dict[str, Any], *, resumed: bool) -> NodeInfo:
         node_id, host = rec["node_id"], _host_of(rec)
-        scope = _location(rec).zone_scope
+        scope = location_of(rec).zone_scope
         try:
             started = self._start_agent(host, node_id, self._token(rec["run_id"]), scope)
             self._check_reachable(rec, host, started)
@@ -443,7 +443,7 @@ class OnPremProvider:
                 raise ProviderError(
                     f"the node agent on {host.describe()} listens on {host.host}:{started['port']} but does not "
                     "answer from here: let this machine reach that port (firewall), and make host: an address "
-                    "the machine has", scope=_location(rec).zone_scope)
+                    "the machine has", scope=location_of(rec).zone_scope)
             time.sleep(0.2)
 
     def _start_agent(self, host: Host, node_id: str, token: str, scope: str) -> dict[str, Any]:
@@ -552,12 +552,12 @@ echo "GEOTRAIN-STOPPED"
             with contextlib.suppress(Exception):  # best effort: the SSH kill below does it anyway
                 self.channel().stop_all(self._endpoint(rec))
         try:
-            result = self._run_ssh(host, self._stop_script(rec), stdin="", scope=_location(rec).zone_scope,
+            result = self._run_ssh(host, self._stop_script(rec), stdin="", scope=location_of(rec).zone_scope,
                                    timeout_s=self.connect_timeout_s + self.stop_wait_s + 30)
             if result.returncode != 0:
                 raise ProviderError(f"stopping the node agent on {host.describe()} failed (exit "
                                     f"{result.returncode}): {result.stderr.strip()[-500:]}",
-                                    scope=_location(rec).zone_scope)
+                                    scope=location_of(rec).zone_scope)
         except (ProviderError, subprocess.TimeoutExpired) as exc:
             if not raise_errors:
                 return False
@@ -565,7 +565,7 @@ echo "GEOTRAIN-STOPPED"
             raise ProviderError(
                 f"node {rec['node_id']} is recorded as ended, but its agent on {host.describe()} could not be "
                 f"stopped ({exc}); terminate it again once the machine is reachable, or kill it there "
-                f"(kill -TERM -- -{agent.get('pgid', '<pgid>')})", scope=_location(rec).zone_scope) from exc
+                f"(kill -TERM -- -{agent.get('pgid', '<pgid>')})", scope=location_of(rec).zone_scope) from exc
         with self._locked() as paths:
             state = self._load(paths)
             now = state["nodes"].get(rec["node_id"])
@@ -806,19 +806,8 @@ def _host_of(rec: Mapping[str, Any]) -> Host:
     return Host(**rec["host"])
 
 
-def _location(rec: Mapping[str, Any]) -> Location:
-    loc = rec["location"]
-    return Location(loc["cloud"], loc["region"], loc["zone"], Continent(loc["continent"]))
-
-
 def _info(rec: Mapping[str, Any]) -> NodeInfo:
-    return NodeInfo(
-        node_id=rec["node_id"], request_id=rec["request_id"], run_id=rec["run_id"], offer_id=rec["offer_id"],
-        location=_location(rec), state=NodeState(rec["state"]),
-        launched_at=datetime.fromisoformat(rec["launched_at"]),
-        ended_at=datetime.fromisoformat(rec["ended_at"]) if rec["ended_at"] else None,
-        end_reason=rec["end_reason"], address=rec["host"]["host"],
-    )
+    return node_info(rec, rec["host"]["host"])
 
 
 def _now() -> datetime:

@@ -12,12 +12,15 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from geotrain.domain import Continent, Location
 from geotrain.errors import ProviderError
 from geotrain.files import atomic_write_text, geotrain_home
+from geotrain.providers.base import NodeInfo, NodeState
 
 
 def provider_root(home: Path | None, name: str) -> Callable[[], Path]:
@@ -96,3 +99,20 @@ class JsonState:
     def save(self, state: dict[str, Any]) -> None:
         """Write the state (call under :meth:`lock`)."""
         atomic_write_text(self.path, json.dumps(state, indent=1, sort_keys=True) + "\n")
+
+
+def location_of(rec: Mapping[str, Any]) -> Location:
+    """The location a node record keeps as ``{"cloud", "region", "zone", "continent"}``."""
+    loc = rec["location"]
+    return Location(loc["cloud"], loc["region"], loc["zone"], Continent(loc["continent"]))
+
+
+def node_info(rec: Mapping[str, Any], address: str) -> NodeInfo:
+    """The NodeInfo of a node record (node_id, request_id, run_id, offer_id, location, state, ISO times)."""
+    return NodeInfo(
+        node_id=rec["node_id"], request_id=rec["request_id"], run_id=rec["run_id"], offer_id=rec["offer_id"],
+        location=location_of(rec), state=NodeState(rec["state"]),
+        launched_at=datetime.fromisoformat(rec["launched_at"]),
+        ended_at=datetime.fromisoformat(rec["ended_at"]) if rec["ended_at"] else None,
+        end_reason=rec["end_reason"], address=address,
+    )

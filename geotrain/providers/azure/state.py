@@ -17,10 +17,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from geotrain.domain import Continent, Location, Market, Offer
+from geotrain.domain import Location, Market, Offer
 from geotrain.errors import ProviderError
 from geotrain.providers.base import LaunchRequest, NodeInfo, NodeState
-from geotrain.providers.statefile import JsonState, flocked
+from geotrain.providers.statefile import JsonState, flocked, location_of  # noqa: F401 - the provider reads it here
+from geotrain.providers.statefile import node_info as record_node_info
 
 STATE_VERSION = 1
 # a VM's ``status``: "creating" (asked for; it may or may not exist), "created" (seen), "failed" (a launch
@@ -79,15 +80,5 @@ def check_same_request(rec: Mapping[str, Any], request: LaunchRequest) -> None:
                          f"{rec['offer_id']}, not run {request.run_id} and offer {request.offer.offer_id}")
 
 
-def location_of(rec: Mapping[str, Any]) -> Location:
-    loc = rec["location"]
-    return Location(loc["cloud"], loc["region"], loc["zone"], Continent(loc["continent"]))
-
-
 def node_info(rec: Mapping[str, Any]) -> NodeInfo:
-    return NodeInfo(
-        node_id=rec["node_id"], request_id=rec["request_id"], run_id=rec["run_id"], offer_id=rec["offer_id"],
-        location=location_of(rec), state=NodeState(rec["state"]),
-        launched_at=datetime.fromisoformat(rec["launched_at"]),
-        ended_at=datetime.fromisoformat(rec["ended_at"]) if rec["ended_at"] else None,
-        end_reason=rec["end_reason"], address=rec["address"] or rec["private_address"] or "")
+    return record_node_info(rec, rec["address"] or rec["private_address"] or "")
