@@ -15,6 +15,23 @@ def print_json(value: Any) -> None:
     sys.stdout.write(json.dumps(value, indent=2, default=str, allow_nan=False) + "\n")
 
 
+SCHEMA_VERSION = 1
+
+
+def schema_name(kind: str) -> str:
+    """The ``schema`` field of a ``--json`` document: ``geotrain.<kind>.v<N>`` (e.g. geotrain.offers.v1)."""
+    return f"geotrain.{kind}.v{SCHEMA_VERSION}"
+
+
+def print_document(kind: str, body: dict[str, Any]) -> None:
+    """Every ``--json`` prints exactly one JSON object on stdout: ``{"schema": "geotrain.<kind>.v1", ...}``
+    with a stable shape per kind (a list goes under a key of its own, never at the top); progress and
+    notes go to stderr."""
+    if "schema" in body:
+        raise ValueError("a document's body must not carry its own schema field")
+    print_json({"schema": schema_name(kind), **body})
+
+
 def console():  # noqa: ANN201 - rich is imported lazily
     """A rich console for stdout. Output to a pipe or file gets 160 columns unless COLUMNS says
     otherwise, so tables are not squeezed to rich's default of 80."""

@@ -147,6 +147,7 @@ def _wait_step(run_id_holder: Ledger, at_least: int, timeout: float = 60) -> str
     raise AssertionError("training did not progress")
 
 
+@pytest.mark.heavy  # the chaos suite kills the launcher while nodes launch and mid-training, resumes it from a new session and checks no node is launched twice
 def test_killed_launcher_is_resumed_without_launching_twice(plan, reference, tmp_path):
     path = tmp_path / "plan.json"
     save_plan(plan, path)
