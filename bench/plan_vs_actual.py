@@ -54,7 +54,7 @@ def one(label: str, steps: int, trace: str | None) -> dict:
         launched = run(args, env)
         final = [line for line in launched.stdout.splitlines() if line.startswith("run ") and " completed" in line]
         status = run(["status"], env).stdout
-        report = json.loads(run(["cost-report", "--json"], env).stdout)
+        (report,) = json.loads(run(["cost-report", "--json"], env).stdout)["runs"]
         plan_part = report["plan"]
         return {
             "label": label, "predicted": plan_part["predicted_samples_per_s"],

@@ -49,6 +49,7 @@ A job spec says what to train, what to optimise and within which limits::
       state_bytes_per_parameter: 16      #   weights + gradients + optimizer state (16: mixed-precision Adam)
       activation_mib_per_sample: 0       #   activation memory; 0 = unknown, not counted in the fit check
     rates: my-rates.csv                  # your compute rates (geotrain profile writes them), relative to this file
+    egress: my-egress.csv                # your egress rates (the egress table's columns), relative to this file
 
 Every problem raises :class:`~geotrain.errors.JobSpecError` naming the field, e.g.
 ``job.yaml: constraints.max_regions: must be a whole number >= 1, got 0``.
@@ -62,7 +63,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from geotrain.domain import (
-    PRECISIONS, Constraints, Continent, DatasetSpec, JobSpec, ModelSpec, Objective, SyncSettings, SyncStrategyName,
+    PRECISIONS, Constraints, Continent, DatasetSpec, JobSpec, Market, ModelSpec, Objective, ResourceFilter,
+    SyncSettings, SyncStrategyName, TaskRun,
 )
 from geotrain.errors import JobSpecError
 from geotrain.specfile import Fields, load_yaml_mapping
@@ -108,12 +110,17 @@ def parse_job_spec(fields: Fields, *, base_dir: Path) -> JobSpec:
     rates = fields.text("rates", None)
     if rates is not None:
         rates = str(_beside(rates, base_dir))
+    egress = fields.text("egress", None)
+    if egress is not None:
+        egress = str(_beside(egress, base_dir))
+    task = _task(fields.section("task"), base_dir)
     fields.finish()
     return JobSpec(
         name=name, workload=workload, objective=objective, sync=sync,
         target_samples_per_s=target, budget_usd_per_hour=budget, total_samples=total,
         deadline_h=deadline, constraints=constraints, onprem_inventory=inventory,
-        dataset=dataset, checkpoint_url=checkpoint_url, model=model, rates_file=rates,
+        dataset=dataset, checkpoint_url=checkpoint_url, model=model, rates_file=rates, task=task,
+        egress_file=egress,
     )
 
 
@@ -193,9 +200,80 @@ def _constraints(fields: Fields | None) -> Constraints:
         accelerators=_accelerators(fields),
         quotas=_quotas(fields),
         capacity_confidence=fields.number("capacity_confidence", None, above=0, maximum=1),
+        resources=_resources(fields),
+        node_count=fields.whole("node_count", None, minimum=1, maximum=10_000),
     )
     fields.finish()
     return out
+
+
+_RESOURCE_NUMBERS = ("min_vcpus", "max_vcpus", "min_memory_gib", "max_memory_gib")
+_RESOURCE_TEXTS = ("cloud", "region", "zone", "instance_type", "accelerator")
+
+
+def _resources(fields: Fields) -> tuple[ResourceFilter, ...]:
+    """``constraints.resources``: a list of resource choices (a task file's ``resources``), each a
+    mapping of ResourceFilter's fields; an offer must match one."""
+    if fields.value_or_none("resources") is None:
+        return ()
+    out = []
+    for item in fields.sections("resources"):
+        values: dict = {name: item.text(name, None) for name in _RESOURCE_TEXTS}
+        values["accelerator_count"] = item.whole("accelerator_count", None, minimum=0, maximum=1024)
+        values.update({name: item.number(name, None, minimum=0) for name in _RESOURCE_NUMBERS})
+        market = item.choice("market", (Market.SPOT.value, Market.ON_DEMAND.value), None)
+        values["market"] = Market(market) if market else None
+        if values["cloud"]:
+            values["cloud"] = values["cloud"].lower()
+        item.finish()
+        out.append(ResourceFilter(**values))
+    return tuple(out)
+
+
+def _task(fields: Fields | None, base_dir: Path) -> TaskRun | None:
+    """The ``task`` section: what launch runs on each node (a task file's setup, run, workdir, envs and
+    file_mounts, in geotrain's own form; ``geotrain.taskfile`` reads SkyPilot's)."""
+    if fields is None:
+        return None
+    workdir = fields.text("workdir", None)
+    envs = fields.section("envs")
+    mounts = fields.section("file_mounts")
+    task = TaskRun(
+        run=_script(fields, "run"), setup=_script(fields, "setup"),
+        workdir=None if workdir is None else str(_beside(workdir, base_dir).resolve()),
+        envs=() if envs is None else tuple((str(k), _env_value(envs, k)) for k in envs.keys()),
+        file_mounts=() if mounts is None else tuple(
+            (str(k), str(_beside(mounts.text(k), base_dir).resolve())) for k in mounts.keys()),
+    )
+    if envs is not None:
+        envs.finish()
+    if mounts is not None:
+        mounts.finish()
+    fields.finish()
+    return task
+
+
+def _script(fields: Fields, key: str) -> str | None:
+    value = fields.value_or_none(key)
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise fields.fail(key, f"must be a shell script (text), got {type(value).__name__}")
+    return value
+
+
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def _env_value(envs: Fields, key: object) -> str:
+    if not isinstance(key, str) or not _ENV_NAME.match(key):
+        raise envs.fail(str(key), "is not an environment variable name (letters, digits and _, not first a digit)")
+    value = envs.value_or_none(key)
+    if value is None:
+        raise envs.fail(key, "has no value; give one in the file")
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        raise envs.fail(key, f"must be a text or a number, got {type(value).__name__}")
+    return str(value)
 
 
 def _accelerators(fields: Fields) -> frozenset[str] | None:
@@ -287,6 +365,7 @@ def job_to_mapping(job: JobSpec) -> dict:
         "max_zone_share": c.max_zone_share, "max_spot_share": c.max_spot_share, "spot_only": c.spot_only,
         "accelerators": sorted(c.accelerators) if c.accelerators else None,
         "quotas": dict(c.quotas) or None, "capacity_confidence": c.capacity_confidence,
+        "resources": [_resource_mapping(r) for r in c.resources] or None, "node_count": c.node_count,
     }
     out = {
         "name": job.name, "workload": job.workload, "objective": job.objective.value,
@@ -299,12 +378,22 @@ def job_to_mapping(job: JobSpec) -> dict:
             "cloud": job.dataset.cloud, "region": job.dataset.region, "size_gib": job.dataset.size_gib,
             "samples": job.dataset.samples, "reads_per_sample": job.dataset.reads_per_sample,
         },
-        "checkpoint_url": job.checkpoint_url, "rates": job.rates_file,
+        "checkpoint_url": job.checkpoint_url, "rates": job.rates_file, "egress": job.egress_file,
         "model": None if job.model is None else {
             "parameters": job.model.parameters, "kind": job.model.kind,
             "samples_per_step": job.model.samples_per_step,
             "state_bytes_per_parameter": job.model.state_bytes_per_parameter,
             "activation_mib_per_sample": job.model.activation_mib_per_sample,
         },
+        "task": None if job.task is None else {k: v for k, v in {
+            "run": job.task.run, "setup": job.task.setup, "workdir": job.task.workdir,
+            "envs": dict(job.task.envs) or None, "file_mounts": dict(job.task.file_mounts) or None,
+        }.items() if v is not None},
     }
+    return {k: v for k, v in out.items() if v is not None}
+
+
+def _resource_mapping(resource: ResourceFilter) -> dict:
+    out = {name: getattr(resource, name) for name in (*_RESOURCE_TEXTS, "accelerator_count", *_RESOURCE_NUMBERS)}
+    out["market"] = resource.market.value if resource.market else None
     return {k: v for k, v in out.items() if v is not None}

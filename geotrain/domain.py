@@ -286,6 +286,56 @@ class DatasetSpec:
 
 
 @dataclass(frozen=True, slots=True)
+class ResourceFilter:
+    """One resource choice of a task file (SkyPilot's ``resources``, or one of its ``any_of`` /
+    ``ordered`` items): an offer matches when it meets every field that is set. Accelerator names
+    match exactly (case-insensitive), as SkyPilot's do: ``A100`` is not ``A100-80GB``; the count is
+    per node and exact. ``market`` None: spot or on-demand, whichever the plan prefers."""
+
+    cloud: str | None = None
+    region: str | None = None
+    zone: str | None = None
+    instance_type: str | None = None
+    accelerator: str | None = None  # "CPU" (or None with accelerator_count 0): no accelerator
+    accelerator_count: int | None = None
+    min_vcpus: float | None = None
+    max_vcpus: float | None = None  # SkyPilot's ``cpus: 8`` is exactly 8 (min = max); ``8+`` sets min only
+    min_memory_gib: float | None = None
+    max_memory_gib: float | None = None
+    market: Market | None = None
+
+    def matches(self, offer: Offer) -> bool:
+        loc, shape = offer.location, offer.shape
+        if self.cloud is not None and loc.cloud != self.cloud:
+            return False
+        if self.region is not None and loc.region != self.region:
+            return False
+        if self.zone is not None and loc.zone != self.zone:
+            return False
+        if self.instance_type is not None and shape.instance_type != self.instance_type:
+            return False
+        if self.accelerator is not None:
+            if self.accelerator.upper() == "CPU":
+                if shape.accelerator is not None and shape.accelerator_count:
+                    return False
+            elif shape.accelerator is None or shape.accelerator.lower() != self.accelerator.lower():
+                return False
+        if self.accelerator_count is not None and (shape.accelerator_count or 0) != self.accelerator_count:
+            return False
+        if self.min_vcpus is not None and shape.vcpus < self.min_vcpus:
+            return False
+        if self.max_vcpus is not None and shape.vcpus > self.max_vcpus:
+            return False
+        if self.min_memory_gib is not None and shape.memory_gib < self.min_memory_gib:
+            return False
+        if self.max_memory_gib is not None and shape.memory_gib > self.max_memory_gib:
+            return False
+        if self.market is not None and offer.market != self.market and offer.market != Market.OWNED:
+            return False
+        return True
+
+
+@dataclass(frozen=True, slots=True)
 class Constraints:
     """Limits on the mix. None means "no limit"."""
 
@@ -305,6 +355,27 @@ class Constraints:
     # plan at most the nodes of an offer that the capacity model gives at once with this chance;
     # None: no cap from the model (the plan still says the chance that its whole mix can be had)
     capacity_confidence: float | None = None
+    # a task file's resource choices: an offer must match one of them (none given: no such filter)
+    resources: tuple[ResourceFilter, ...] = ()
+    node_count: int | None = None  # exactly this many nodes (a task's ``num_nodes``: a pinned shape)
+
+
+@dataclass(frozen=True, slots=True)
+class TaskRun:
+    """What a task file runs on every node: SkyPilot's ``setup`` (once per node), ``run`` (every
+    generation), ``workdir`` (copied to each node, where both run), ``envs`` and ``file_mounts``
+    (destination on the node → absolute source path here). Paths are absolute on the launching machine."""
+
+    run: str | None = None
+    setup: str | None = None
+    workdir: str | None = None
+    envs: tuple[tuple[str, str], ...] = ()
+    file_mounts: tuple[tuple[str, str], ...] = ()
+
+
+# The workload of a task file that names none: its script's throughput is not modelled, the plan
+# chooses by price alone (``geotrain.planning.shape``).
+UNMODELLED_WORKLOAD = "unmodelled"
 
 
 @dataclass(frozen=True, slots=True)
@@ -325,10 +396,17 @@ class JobSpec:
     checkpoint_url: str | None = None
     model: ModelSpec | None = None  # the workload's definition, when it is the user's own
     rates_file: str | None = None  # path to the user's compute rates (``--rates``), over the bundled ones
+    task: TaskRun | None = None  # a task file's commands: what launch runs on the nodes
+    egress_file: str | None = None  # path to the user's egress rates (``--egress``), over the bundled ones
 
     @property
     def strategy(self) -> SyncStrategyName:
         return self.sync.strategy
+
+    @property
+    def modelled(self) -> bool:
+        """Whether the perf model knows what trains (a task file without ``workload:`` is not)."""
+        return self.workload != UNMODELLED_WORKLOAD
 
 
 @dataclass(frozen=True, slots=True)
@@ -351,7 +429,7 @@ class PlanTotals:
     compute_usd_per_hour: float
     egress_usd_per_hour: float
     data_egress_usd_per_hour: float
-    usd_per_million_samples: float
+    usd_per_million_samples: float | None  # None: throughput not modelled (a task without a workload)
     interruptions_per_hour: float  # expected, unknown spot rates taken at the plan's default
     bottleneck: str
 
@@ -427,6 +505,33 @@ class Baseline:
 
 
 @dataclass(frozen=True, slots=True)
+class Completion:
+    """How long a plan takes to train the job's ``total_samples`` and what that costs in all: at its
+    goodput (expected interruptions counted) and at its raw samples/s (none)."""
+
+    samples: int
+    hours: float
+    usd: float
+    raw_hours: float
+    raw_usd: float
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetUse:
+    """What a plan leaves of its budget, and what kept the mix from growing into it: for every
+    candidate, why one more node of it is not in the plan (``planning.answers``)."""
+
+    budget_usd_per_hour: float
+    unused_usd_per_hour: float
+    limits: tuple[tuple[str, int], ...] = ()  # (what stopped one more node, candidates it stopped), most first
+    words: str = ""
+
+    @property
+    def unused_share(self) -> float:
+        return self.unused_usd_per_hour / self.budget_usd_per_hour if self.budget_usd_per_hour else 0.0
+
+
+@dataclass(frozen=True, slots=True)
 class Plan:
     plan_id: str
     created_at: datetime
@@ -442,6 +547,9 @@ class Plan:
     assumptions: tuple[str, ...] = ()
     missing_baselines: tuple[tuple[BaselineKind, str], ...] = ()  # kinds with none, and why
     fallbacks: tuple[Fallback, ...] = ()  # per planned zone, best first (``planning.fallback``)
+    completion: Completion | None = None  # the job gives total_samples: when they are trained, at what cost
+    budget_use: BudgetUse | None = None  # the job has a budget: what is left of it, and why
+    misses: tuple[str, ...] = ()  # goals a given mix misses (planned anyway: --allow-below-target)
 
     def fallbacks_for(self, zone_scope: str) -> list[Fallback]:
         return [f for f in self.fallbacks if f.replaces == zone_scope]

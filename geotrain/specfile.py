@@ -176,6 +176,10 @@ class Fields:
         """A required field as it is (for fields that take several forms, read by the caller)."""
         return self._get(key, _MISSING)
 
+    def value_or_none(self, key: str) -> Any:
+        """An optional field as it is, None when absent."""
+        return self._get(key, None)
+
     def keys(self) -> list:
         """The keys present in this mapping (for sections whose keys are data, such as quotas)."""
         return list(self._data)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -56,8 +57,15 @@ def staleness(listing: OfferListing) -> str | None:
     return staleness_words(bought.max().to_pydatetime(), bought.min().to_pydatetime())
 
 
+# what the table shows beside the schema's columns (``pricing.catalog.comparison_view``), as ``--json`` prints it
+DERIVED_COLUMNS: tuple[str, ...] = ("on_demand_usd_per_hour", "discount", "usd_per_accelerator_hour")
+
+
 def offer_records(view: Any) -> list[dict[str, Any]]:
-    """The view's offers keyed by the offer schema's column names (what ``--json`` prints)."""
+    """The view's offers as ``--json`` prints them: the offer schema's columns by name, then the figures the
+    table adds, unrounded: the on-demand price of the same machine (None where there is none), the spot
+    discount as a fraction (spot offers only, as the table shows it) and the price per accelerator-hour
+    (None for machines without accelerators)."""
     text = to_text(view)
     records = []
     for (_, typed), (_, raw) in zip(view.iterrows(), text.iterrows(), strict=True):
@@ -72,6 +80,9 @@ def offer_records(view: Any) -> list[dict[str, Any]]:
                 record[name] = value
             else:
                 record[name] = value.item() if hasattr(value, "item") else value
+        for name in DERIVED_COLUMNS:
+            value = float(typed[name])
+            record[name] = None if math.isnan(value) or (name == "discount" and typed["market"] != "spot") else value
         records.append(record)
     return records
 

@@ -35,12 +35,14 @@ class EstimateRequest:
     workloads_file: Path | None = None
     snapshot_id: str | None = None
     provider: str | None = None  # "local": the nodes are processes on this machine
+    egress_file: Path | None = None  # the user's egress rows (the egress table's format), over the bundled ones
 
 
 @dataclass(frozen=True, slots=True)
 class EstimateResult:
     estimate: Estimate
     bottleneck: str  # in words
+    assumptions: tuple[str, ...] = ()  # figures no table gives (an unknown cloud's egress)
 
 
 def build_model(request: EstimateRequest, inventory: Inventory | None) -> PerfModel:
@@ -50,7 +52,10 @@ def build_model(request: EstimateRequest, inventory: Inventory | None) -> PerfMo
     network = NetworkModel.bundled(sites=site_placements(inventory) if inventory else None)
     if request.links_file:
         network = network.with_overrides_file(request.links_file)
-    model = PerfModel(rates=rates, network=network, egress=EgressPrices.bundled())
+    egress = EgressPrices.bundled()
+    if request.egress_file:
+        egress = egress.with_file(request.egress_file)
+    model = PerfModel(rates=rates, network=network, egress=egress)
     if request.provider == LOCAL_PROVIDER:
         model = model.on_local_host(LocalHost.measured())
     elif request.provider is not None:
@@ -78,8 +83,12 @@ def estimate(request: EstimateRequest) -> EstimateResult:
         if reason is not None:
             raise InputError(f"--nodes: {group.offer.offer_id}: {reason}; choose nodes with larger GPUs, or "
                              "give the workload's state_bytes_per_parameter if its optimizer keeps less")
-    result = build_model(request, inventory).predict(workload, groups, request.sync)
-    return EstimateResult(result, bottleneck_words(result))
+    model = build_model(request, inventory)
+    result = model.predict(workload, groups, request.sync)
+    # an assumed egress rate matters only where traffic leaves a zone
+    spread = len({g.offer.location.zone_scope for g in groups}) > 1
+    assumed = model.egress.assumed_words(g.offer.location for g in groups) if spread else []
+    return EstimateResult(result, bottleneck_words(result), tuple(assumed))
 
 
 def estimate_record(outcome: EstimateResult) -> dict[str, Any]:
@@ -115,6 +124,7 @@ def estimate_record(outcome: EstimateResult) -> dict[str, Any]:
         "usd_per_million_samples": result.usd_per_million_samples,
         "bytes_per_peer_per_round": result.bytes_per_peer_per_round,
         "interruptions_per_hour": result.interruptions_per_hour,
+        "assumptions": list(outcome.assumptions),
         "bottleneck": {
             "what": b.what if b else "compute",
             "seconds": b.seconds if b else 0.0,

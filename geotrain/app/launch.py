@@ -7,6 +7,7 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
+from geotrain.domain import Plan
 from geotrain.errors import InputError
 from geotrain.launcher.loop import Launcher
 from geotrain.launcher.workers import check_checkpoint_url
@@ -79,10 +80,30 @@ def check_clouds(plan, names: tuple[str, ...]) -> None:  # noqa: ANN001
                          f"use --provider {','.join(sorted(set(names) | set(missing)))}")
 
 
-def dry_run(plan_path: Path, options: LaunchOptions, *, provider_name: str | None = None) -> list[dict]:
+def is_spec(path: Path) -> bool:
+    """A YAML file (a task file or a job spec) rather than a plan file: launch plans it first."""
+    return path.suffix.lower() in (".yaml", ".yml")
+
+
+def plan_of(path: Path, *, provider_name: str | None = None) -> Plan:
+    """The plan to launch: a plan file as it is, or a task file / job spec planned now (for the local
+    provider's nodes when the launch is local, as ``plan --provider local`` predicts them)."""
+    if not is_spec(path):
+        return load_plan(path)
+    from geotrain.app.plan import PlanRequest, run_plan
+
+    local = parse_names(provider_name or LOCAL_PROVIDER) == (LOCAL_PROVIDER,)
+    return run_plan(PlanRequest(spec=path, provider=LOCAL_PROVIDER if local else None))
+
+
+def _plan(plan: Plan | Path) -> Plan:
+    return load_plan(plan) if isinstance(plan, Path) else plan
+
+
+def dry_run(plan: Plan | Path, options: LaunchOptions, *, provider_name: str | None = None) -> list[dict]:
     """What launching the plan would call, per planned node: the provider's SDK calls (or SSH
     commands) with their parameters and the startup script, the run token hidden. Calls nothing."""
-    plan = load_plan(plan_path)
+    plan = _plan(plan)
     resolve_training(plan, options)
     names = parse_names(provider_name or plan.provider or LOCAL_PROVIDER)
     check_clouds(plan, names)
@@ -104,11 +125,12 @@ def dry_run(plan_path: Path, options: LaunchOptions, *, provider_name: str | Non
     return out
 
 
-def launch(plan_path: Path, options: LaunchOptions, *, provider_name: str | None = None,
+def launch(plan: Plan | Path, options: LaunchOptions, *, provider_name: str | None = None,
            on_status: Callable[[Status], None] | None = None,
            on_start: Callable[[str, Training], None] | None = None) -> RunOutcome:
-    """Train the plan on the provider (default: the one the plan was made for, else the local one)."""
-    plan = load_plan(plan_path)
+    """Train the plan (or plan file) on the provider (default: the one the plan was made for, else the
+    local one)."""
+    plan = _plan(plan)
     resolve_training(plan, options)  # refuse what cannot be trained before any provider is touched
     name = provider_name or plan.provider or LOCAL_PROVIDER
     check_clouds(plan, parse_names(name))  # nor a node no provider of the launch can buy

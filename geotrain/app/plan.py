@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -9,13 +10,15 @@ from typing import Any
 from geotrain.config import parse_job_spec
 from geotrain.domain import Plan
 from geotrain.errors import InputError, JobSpecError
-from geotrain.planning.planfile import advantage, plan_to_dict, save_plan, savings
+from geotrain.planning.planfile import SCHEMA, advantage, finishes_at, plan_to_dict, save_plan, savings
 from geotrain.planning.planner import PlanOptions, make_plan, plan_for_nodes
 from geotrain.pricing.inventory import load_inventory
 from geotrain.pricing.snapshot import SnapshotStore
 from geotrain.providers.base import LOCAL_PROVIDER
 from geotrain.solver.model import BACKENDS
+from geotrain.solver.search import SearchProgress
 from geotrain.specfile import Fields, load_yaml_mapping
+from geotrain.taskfile import is_task, task_to_job
 
 PROVIDERS = (LOCAL_PROVIDER,)
 
@@ -38,6 +41,9 @@ class PlanRequest:
     nodes: str | None = None  # a mix chosen by hand: evaluate it instead of solving
     provider: str | None = None  # "local": predict for the local provider's nodes (this machine)
     rates_file: Path | None = None  # the user's compute rates (``geotrain.perf.rates``): the job's ``rates``
+    egress_file: Path | None = None  # the user's egress rates (``geotrain.pricing.egress``): the job's ``egress``
+    allow_below_target: bool = False  # a given mix (--nodes) that misses the goal is planned, with a warning
+    progress: Callable[[SearchProgress], None] | None = None  # hears of the search's solves (a progress display)
 
 
 def job_mapping(request: PlanRequest) -> tuple[dict[str, Any], str, Path]:
@@ -45,6 +51,8 @@ def job_mapping(request: PlanRequest) -> tuple[dict[str, Any], str, Path]:
     if request.spec is not None:
         data = dict(load_yaml_mapping(request.spec, JobSpecError))
         origin, base = str(request.spec), request.spec.parent
+        if is_task(data):  # a SkyPilot task file (with geotrain's fields beside, if any)
+            data = task_to_job(data, origin)
     else:
         data, origin, base = {}, "command line", Path.cwd()
     data.update({k: v for k, v in request.flags.items() if v is not None})
@@ -91,12 +99,15 @@ def run_plan(request: PlanRequest, *, output: Path | None = None, plot: Path | N
         raise InputError(f"--provider: {request.provider!r} is not one of {', '.join(PROVIDERS)} "
                          "(without it, the plan is for the offers' own hardware)")
     data, origin, base = job_mapping(request)
+    if request.egress_file is not None:
+        data["egress"] = str(request.egress_file.resolve())
     job = parse_job_spec(Fields(data, origin=origin, error=JobSpecError), base_dir=base)
     store = SnapshotStore()
     snapshot = store.load(request.snapshot_id) if request.snapshot_id else store.current()
     inventory = load_inventory(job.onprem_inventory) if job.onprem_inventory else None
     options = PlanOptions(backend=request.backend, recovery_h=request.recovery_h, provider=request.provider,
-                          time_limit_s=request.time_limit_s)
+                          time_limit_s=request.time_limit_s, progress=request.progress,
+                          allow_below_target=request.allow_below_target)
     if request.nodes:
         plan = plan_for_nodes(job, snapshot, request.nodes, inventory=inventory, options=options)
     else:
@@ -111,8 +122,10 @@ def run_plan(request: PlanRequest, *, output: Path | None = None, plot: Path | N
 
 
 def plan_record(plan: Plan) -> dict[str, Any]:
-    """The plan as ``--json`` prints it: the plan file's JSON."""
-    return plan_to_dict(plan)
+    """The plan as ``--json`` prints it: the plan file's JSON, without its ``schema`` field (the
+    document's printer adds it: ``geotrain.plan.v1``, :data:`SCHEMA`)."""
+    return {k: v for k, v in plan_to_dict(plan).items() if k != "schema"}
 
 
-__all__ = ["PROVIDERS", "PlanRequest", "advantage", "plan_record", "run_plan", "savings"]
+__all__ = ["PROVIDERS", "SCHEMA", "PlanRequest", "SearchProgress", "advantage", "finishes_at", "plan_record", "run_plan",
+           "savings"]

@@ -70,7 +70,7 @@ app = typer.Typer(
     name="geotrain",
     help="Plan, launch and account for deep-learning training on spot VMs across zones, clouds and your own machines.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,  # --install-completion, --show-completion (bash, zsh, fish, PowerShell)
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
 )

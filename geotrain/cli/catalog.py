@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from geotrain.cli.render import checked, console, finite, percent, print_json, split_values, usd
+from geotrain.cli.render import checked, console, finite, note, percent, print_document, split_values, usd
 from geotrain.domain import Continent, Market
 
 app = typer.Typer(help="Look at and manage the price catalog (offers of all clouds and your own machines).",
@@ -30,7 +30,8 @@ def list_offers(
     limit: int = typer.Option(None, "--limit", min=0, max=10**9,
                               help=f"Rows to show (table default {DEFAULT_ROWS}, JSON default all; 0 = all)."),
     snapshot_id: str = typer.Option(None, "--snapshot", help="Snapshot id (default: the current one)."),
-    as_json: bool = typer.Option(False, "--json", help="Print a JSON list of offers keyed by schema column."),
+    as_json: bool = typer.Option(False, "--json", help="Print the offers as JSON (schema columns and the table's "
+                                                       "on-demand price, discount, $/accelerator-hour)."),
 ) -> None:
     """List offers, cheapest per accelerator first, with spot discount and interruption band."""
     from geotrain.app import catalog
@@ -42,11 +43,14 @@ def list_offers(
         instance_types=split_values(instance_type), max_price=max_price, limit=limit, as_json=as_json,
         snapshot_id=snapshot_id,
     )
+    stale = catalog.staleness(listing)
     if as_json:
-        print_json(catalog.offer_records(listing.view))
+        if stale is not None:
+            note(f"{stale}.")
+        print_document("offers", {"snapshot_id": listing.snapshot.snapshot_id, "total": listing.total,
+                                  "stale": stale, "offers": catalog.offer_records(listing.view)})
         return
     _render_offers(listing.view, total=listing.total, snapshot=listing.snapshot)
-    stale = catalog.staleness(listing)
     if stale is not None:
         console().print(f"note: {stale}.")
 
@@ -104,7 +108,7 @@ def show(
 
     info = catalog.show(snapshot_id)
     if as_json:
-        print_json(info)
+        print_document("snapshot", info)
         return
     out = console()
     out.print(f"[bold]{info['snapshot_id']}[/bold]  {info['label']}"
@@ -128,7 +132,8 @@ def snapshots(as_json: bool = typer.Option(False, "--json", help="Print the list
 
     rows = catalog.snapshots()
     if as_json:
-        print_json(rows)
+        current = next((r["snapshot_id"] for r in rows if r["current"]), None)
+        print_document("snapshots", {"current": current, "snapshots": rows})
         return
     out = console()
     for row in rows:
@@ -181,8 +186,7 @@ def refresh(
     from geotrain.app import refresh as live
 
     def progress(cloud_name: str, region_name: str, what: str) -> None:
-        if not as_json:
-            print(f"  {cloud_name} {region_name}: {what}", file=sys.stderr, flush=True)
+        print(f"  {cloud_name} {region_name}: {what}", file=sys.stderr, flush=True)
 
     outcome = live.refresh(live.RefreshRequest(split_values(cloud), split_values(region), split_values(accelerator)),
                            progress=progress)
@@ -194,7 +198,7 @@ def refresh(
         "failed": [list(f) for f in outcome.failed], "unmapped_regions": [list(u) for u in outcome.unmapped],
     }
     if as_json:
-        print_json(summary)
+        print_document("refresh", summary)
         return
     out = console()
     for r in outcome.results:
@@ -232,7 +236,7 @@ def history(
                 "observed_at": r.observed_at.strftime("%Y-%m-%dT%H:%M:%SZ"), "source": r.source,
                 "snapshot_id": r.snapshot_id or None} for r in rows.itertuples(index=False)]
     if as_json:
-        print_json(records)
+        print_document("price-history", {"instance_type": instance_type, "market": market, "prices": records})
         return
     out = console()
     if not records:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from geotrain.cli.render import console, print_json, split_values
+from geotrain.cli.render import console, print_document, split_values
 
 
 def check(
@@ -16,8 +16,8 @@ def check(
 
     reports = live.check(split_values(cloud))
     if as_json:
-        print_json([{"cloud": r.cloud, "ok": r.ok, "identity": r.identity, "message": r.message,
-                     "missing": list(r.missing)} for r in reports])
+        print_document("check", {"clouds": [{"cloud": r.cloud, "ok": r.ok, "identity": r.identity, "message": r.message,
+                                             "missing": list(r.missing)} for r in reports]})
     else:
         out = console()
         for r in reports:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from geotrain.cli.render import console, print_json, sync_settings, usd
+from geotrain.cli.render import console, print_document, sync_settings, usd
 from geotrain.domain import PRECISIONS, SyncSettings, SyncStrategyName
 
 _STRATEGIES = tuple(s.value for s in SyncStrategyName)
@@ -31,6 +31,8 @@ def estimate(
     rates: Path = typer.Option(None, "--rates", help="CSV of your own compute rates (workload,accelerator,samples_per_s)."),
     links: Path = typer.Option(None, "--links", help="CSV of your own link measurements (src,dst,bandwidth_gbps,rtt_ms)."),
     workloads: Path = typer.Option(None, "--workloads", help="CSV of your own workloads (name,parameters,kind,samples_per_step)."),
+    egress: Path = typer.Option(None, "--egress", help="CSV of your own egress rates, in the egress table's format "
+                                "(cloud,link_class,src_continent,dst_continent,usd_per_gb[,payer][,source])."),
     snapshot_id: str = typer.Option(None, "--snapshot", help="Price snapshot id (default: the current one)."),
     as_json: bool = typer.Option(False, "--json", help="Print the estimate as JSON."),
 ) -> None:
@@ -42,11 +44,11 @@ def estimate(
                          accumulation_steps=accumulation_steps, precision=precision, micro_batches=micro_batches)
     request = EstimateRequest(
         workload=workload, nodes=nodes, sync=sync, onprem_inventory=onprem, rates_file=rates, links_file=links,
-        workloads_file=workloads, snapshot_id=snapshot_id, provider=provider,
+        workloads_file=workloads, snapshot_id=snapshot_id, provider=provider, egress_file=egress,
     )
     result = run_estimate(request)
     if as_json:
-        print_json(estimate_record(result))
+        print_document("estimate", estimate_record(result))
     else:
         render(result)
 
@@ -80,3 +82,5 @@ def render(outcome) -> None:  # noqa: ANN001
     out.print("interruptions   " + ("unknown for some offers" if interruptions is None
                                     else f"{interruptions:.4f} expected per hour"))
     out.print(f"bottleneck      {outcome.bottleneck}")
+    for line in outcome.assumptions:
+        out.print(f"assumption      {line}")

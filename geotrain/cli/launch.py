@@ -5,16 +5,19 @@ from __future__ import annotations
 import json
 import sys
 import time
+from functools import partial
 from pathlib import Path
 
 import typer
 
-from geotrain.cli.render import console, finite, print_json, usd
+from geotrain.cli.render import console, finite, print_document, usd
 
 
 def launch(
     ctx: typer.Context,
-    plan_path: Path = typer.Argument(None, help="Plan file from `geotrain plan -o` (not with --resume)."),
+    plan_path: Path = typer.Argument(None, help="Plan file from `geotrain plan -o`, or a task file / job spec "
+                                                "(YAML: planned first, launched after you confirm; not with --resume)."),
+    yes: bool = typer.Option(False, "--yes", "-y", help="Launch a task file's plan without asking."),
     provider: str = typer.Option(None, "--provider",
                                  help="Where nodes come from (default: the plan's; local: processes here)."),
     train_workload: str = typer.Option(None, "--train-workload",
@@ -45,23 +48,33 @@ def launch(
                                              "firewall lets reach the node agents."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print what each provider would call (VMs, zones, prices, "
                                                           "the startup script) without calling it."),
-    as_json: bool = typer.Option(False, "--json", help="Print the outcome as JSON."),
+    as_json: bool = typer.Option(False, "--json", help="Print the outcome as JSON (progress goes to stderr)."),
 ) -> None:
     """Boot the plan's nodes, train on them, survive preemptions. After `--`, a user's torchrun-style command."""
     from geotrain.errors import EXIT_INTERRUPTED, InputError
 
     from geotrain.app import launch as app_launch
 
+    if plan_path is not None and resume_id:
+        raise InputError("give a plan file or --resume RUN_ID, not both")
+    plan = None
+    if plan_path is not None and app_launch.is_spec(plan_path):  # a task file: plan it, show it, ask
+        if not dry_run:
+            _require_train_extra()
+        plan = app_launch.plan_of(plan_path, provider_name=provider)
+        _show_plan(plan, err=as_json)
+        if not dry_run:
+            _confirm(yes)
     if dry_run:
-        if plan_path is None or resume_id:
-            raise InputError("--dry-run needs a plan file (and no --resume)")
+        if plan_path is None:
+            raise InputError("--dry-run needs a plan file or task file (and no --resume)")
         options = app_launch.launch_options(steps=steps, command=tuple(ctx.args), train_workload=train_workload,
                                             sync=sync, control_address=control_address)
-        _show_dry_run(app_launch.dry_run(plan_path, options, provider_name=provider), as_json)
+        _show_dry_run(app_launch.dry_run(plan or plan_path, options, provider_name=provider), as_json)
         return
     _require_train_extra()
 
-    show = _display()
+    show = _display(err=as_json)  # with --json, stdout carries the document alone
     if resume_id:
         outcome = app_launch.resume(resume_id, on_status=show)
     else:
@@ -74,10 +87,10 @@ def launch(
             block_min=block_min, max_spend_usd=max_spend_usd, seed=seed, preempt_rate=preempt_rate,
             preempt_trace=preempt_trace, preempt_at=preempt_at, notice_s=notice, control_address=control_address,
         )
-        outcome = app_launch.launch(plan_path, options, provider_name=provider, on_status=show,
-                                    on_start=_started)
+        outcome = app_launch.launch(plan or plan_path, options, provider_name=provider, on_status=show,
+                                    on_start=partial(_started, err=as_json))
     if as_json:
-        print_json(_fields(outcome))
+        print_document("launch", _fields(outcome))
     else:
         console().print(f"run {outcome.run_id} {outcome.status}: {outcome.reason}; {outcome.steps} steps in "
                         f"{outcome.generations} generation(s), {outcome.preemptions} preemption(s), "
@@ -87,9 +100,34 @@ def launch(
         raise typer.Exit(EXIT_INTERRUPTED)
 
 
+def _show_plan(plan, *, err: bool) -> None:  # noqa: ANN001
+    """A task file's plan before it is launched: the whole plan, or one line on stderr under --json."""
+    from geotrain.cli.plan import render
+
+    if err:
+        typer.echo(f"plan {plan.plan_id}: {plan.nodes} node(s), "
+                   + ", ".join(f"{i.count} x {i.offer.offer_id}" for i in plan.items)
+                   + f"; {usd(plan.totals.usd_per_hour, 3)}/h", err=True)
+        return
+    render(plan, output=None, plot=None)
+
+
+def _confirm(yes: bool) -> None:
+    """Launch only when the user says so: --yes, or y at the prompt (a terminal only)."""
+    from geotrain.errors import InputError
+
+    if yes:
+        return
+    if not sys.stdin.isatty():
+        raise InputError("launching a task file asks before it buys anything; give --yes to launch without asking")
+    if not typer.confirm("Launch this plan?", default=False, err=True):
+        typer.echo("not launched", err=True)
+        raise typer.Exit(1)
+
+
 def _show_dry_run(nodes: list[dict], as_json: bool) -> None:
     if as_json:
-        print_json(nodes)
+        print_document("launch-dry-run", {"nodes": nodes})
         return
     out = console()
     out.print(f"dry run: {len(nodes)} node(s) would be launched; nothing was called", markup=False)
@@ -124,22 +162,23 @@ def _fields(obj) -> dict:  # noqa: ANN001
     return {name: getattr(obj, name) for name in obj.__slots__}
 
 
-def _started(run_id: str, training) -> None:  # noqa: ANN001
-    out = console()
+def _started(run_id: str, training, err: bool = False) -> None:  # noqa: ANN001
+    out = console(err)
     out.print(f"run {run_id} started: trains {training.workload} with {training.sync.describe()}")
     for line in training.substitutions:
         out.print(f"  substituted: {line}")
 
 
-def _display():  # noqa: ANN202
-    """A line every couple of seconds (plain output), refreshed in place on a terminal."""
-    out = console()
+def _display(err: bool = False):  # noqa: ANN202
+    """A line every couple of seconds (plain output), refreshed in place on a terminal; on stderr with ``err``."""
+    out = console(err)
+    stream = sys.stderr if err else sys.stdout
     last = {"t": 0.0, "key": None}
 
     def show(s) -> None:  # noqa: ANN001
         now = time.time()
         key = (s.generation, s.step, s.events[-1] if s.events else None)
-        if key == last["key"] or now - last["t"] < (0.5 if sys.stdout.isatty() else 1.0):
+        if key == last["key"] or now - last["t"] < (0.5 if stream.isatty() else 1.0):
             return
         last.update(t=now, key=key)
         nodes = ", ".join(f"{k} {v}" for k, v in sorted(s.nodes_by_region.items()))
@@ -160,7 +199,7 @@ def status(
 
     runs = run_status(run_id)
     if as_json:
-        print_json([_fields(r) for r in runs])
+        print_document("status", {"runs": [_fields(r) for r in runs]})
         return
     out = console()
     if not runs:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import typer
 
-from geotrain.cli.render import console, finite, percent, print_json, split_values, usd
+from geotrain.cli.render import console, finite, print_document, split_values, usd
 from geotrain.domain import BASELINE_WORDS, PRECISIONS, Objective, SyncSettings, SyncStrategyName
 
 _OBJECTIVES = tuple(o.value for o in Objective)
@@ -59,6 +61,11 @@ def plan(
     backend: str = typer.Option("CBC", "--backend", help="MIP back end: CBC or SCIP."),
     time_limit: float = typer.Option(60.0, "--time-limit", callback=finite(1, 86_400), help="Seconds the search may take (then: best found, with its gap)."),
     nodes: str = typer.Option(None, "--nodes", help="Skip the solver: plan exactly this mix (syntax of `geotrain estimate --nodes`)."),
+    allow_below_target: bool = typer.Option(
+        False, "--allow-below-target",
+        help="With --nodes: plan the mix even where it misses the target, budget or deadline (a warning; else exit 3)."),
+    egress: Path = typer.Option(None, "--egress", help="CSV of your own egress rates, in the egress table's format "
+                                "(cloud,link_class,src_continent,dst_continent,usd_per_gb[,payer][,source])."),
     snapshot_id: str = typer.Option(None, "--snapshot", help="Price snapshot id (default: the current one)."),
     output: Path = typer.Option(None, "-o", "--output", help="Write the plan as JSON (for launch and cost-report)."),
     as_json: bool = typer.Option(False, "--json", help="Print the plan as JSON."),
@@ -94,12 +101,55 @@ def plan(
         spec=spec, flags=flags, sync_flags=sync_flags, constraint_flags=constraints, onprem=onprem,
         onprem_required=onprem_required, snapshot_id=snapshot_id, backend=backend.upper(),
         recovery_h=recovery_min / 60, time_limit_s=time_limit, nodes=nodes, provider=provider, rates_file=rates,
+        egress_file=egress, allow_below_target=allow_below_target,
     )
-    outcome = run_plan(request, output=output, plot=plot)
+    if as_json or not sys.stderr.isatty():
+        outcome = run_plan(request, output=output, plot=plot)
+    else:  # a terminal: a live line on stderr while the search runs
+        with SearchDisplay() as display:
+            outcome = run_plan(replace(request, progress=display), output=output, plot=plot)
+    for miss in outcome.misses:
+        sys.stderr.write(f"warning: the given mix misses the job's goal: {miss}; planned anyway (--allow-below-target)\n")
     if as_json:
-        print_json(plan_record(outcome))
+        print_document("plan", plan_record(outcome))
         return
     render(outcome, output=output, plot=plot)
+
+
+class SearchDisplay:
+    """The search's progress as one line on stderr, redrawn in place (rich), gone when planning ends."""
+
+    def __enter__(self) -> SearchDisplay:
+        from rich.live import Live
+
+        self._live = Live("planning: reading offers …", console=console(err=True), transient=True,
+                          refresh_per_second=8)
+        self._live.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._live.__exit__(*exc)
+
+    def __call__(self, progress) -> None:  # noqa: ANN001 - app.plan.SearchProgress
+        self._live.update(progress_words(progress))
+
+
+_BOUND_WORDS = {"usd_per_hour": "no mix costs less than {}/h", "samples_per_s": "none trains faster than {}/s",
+                "usd_per_million_samples": "none costs less than {} per 1M samples"}
+
+
+def progress_words(p) -> str:  # noqa: ANN001 - app.plan.SearchProgress
+    """One line: the stage, candidates, MIP solves so far, the best mix and the bound proven so far."""
+    parts = [f"planning: {p.phase.replace('_', ' ') or 'starting'}", f"{p.candidates} candidates", f"{p.solves} MIP solves"]
+    if p.best:
+        nodes = sum(n for _, n in p.best)
+        mix = " + ".join(f"{n} x {key}" for key, n in p.best) if len(p.best) <= 2 else f"{nodes} nodes of {len(p.best)} offers"
+        parts.append(f"best {mix} ({usd(p.best_usd_per_hour, 2)}/h, {p.best_samples_per_s or 0:,.0f} samples/s)")
+    if p.bound is not None and p.bound_unit in _BOUND_WORDS:
+        value = f"{p.bound:,.0f}" if p.bound_unit == "samples_per_s" else usd(p.bound, 3)
+        parts.append(_BOUND_WORDS[p.bound_unit].format(value))
+    parts.append(f"{p.elapsed_s:.0f} s")
+    return " · ".join(parts)
 
 
 def _seconds(value: float) -> str:
@@ -117,6 +167,26 @@ def _quotas(items: list[str] | None) -> dict[str, int] | None:
         except ValueError:
             raise InputError(f"--quota: {item!r} is not SCOPE=N (e.g. aws=16 or gcp/us-central1=8)") from None
     return out or None
+
+
+def answers(out, plan) -> None:  # noqa: ANN001
+    """The answers to the job's question: when the samples are trained and for how much, what is left
+    of the budget and what limited the mix, the goals a given mix misses."""
+    from geotrain.app.plan import finishes_at
+
+    job, done, use = plan.job, plan.completion, plan.budget_use
+    if done is not None:
+        def at(hours: float) -> str:
+            return f"{hours:,.1f} h, at {finishes_at(plan, hours):%Y-%m-%d %H:%M} UTC"
+
+        deadline = f" (deadline {job.deadline_h:g} h)" if job.deadline_h is not None else ""
+        out.print(f"finish         {done.samples:,} samples in {at(done.hours)}, for {usd(done.usd, 2)} in all with "
+                  f"expected interruptions{deadline}; without them in {at(done.raw_hours)}, for {usd(done.raw_usd, 2)}")
+    if use is not None:
+        out.print(f"budget         {usd(use.budget_usd_per_hour, 2)}/h: {usd(use.unused_usd_per_hour, 2)}/h "
+                  f"({use.unused_share:.0%}) unused; limited by {use.words}")
+    for miss in plan.misses:
+        out.print(f"goal missed    {miss}")
 
 
 def render(plan, *, output: Path | None, plot: Path | None) -> None:  # noqa: ANN001
@@ -147,12 +217,12 @@ def render(plan, *, output: Path | None, plot: Path | None) -> None:  # noqa: AN
     out.print(f"sync           {job.sync.describe()}")
     out.print(f"interruptions  {t.interruptions_per_hour:.4f} expected per hour")
     out.print(f"bottleneck     {t.bottleneck}")
+    answers(out, plan)
     for b in plan.baselines:
-        share, verb = advantage(plan, b)
-        more = " more samples/s" if verb == "trains" else ""
+        _, words = advantage(plan, b)
         out.print(f"baseline       {BASELINE_WORDS[b.kind]}: {b.describe()}: "
                   f"{b.samples_per_s:,.1f} samples/s, {usd(b.usd_per_hour, 3)}/h, "
-                  f"{usd(b.usd_per_million_samples, 3)} per 1M samples; the mix {verb} {percent(share)}{more}")
+                  f"{usd(b.usd_per_million_samples, 3)} per 1M samples; {words}")
     for kind, why in plan.missing_baselines:
         out.print(f"baseline       {BASELINE_WORDS[kind]}: none ({why})")
     for zone in sorted({f.replaces for f in plan.fallbacks}):

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from geotrain.cli.render import console, print_json
+from geotrain.cli.render import console, note, print_document
 
 
 def profile(
@@ -41,10 +41,11 @@ def profile(
         min_seconds=min_seconds))
     rate, m = result.rate, result.measurement
     if as_json:
-        print_json({"workload": rate.workload, "accelerator": rate.accelerator,
-                    "accelerator_count": rate.accelerator_count, "samples_per_s": rate.samples_per_s,
-                    "steps_timed": m.steps_timed, "seconds": m.seconds, "counted_by": m.counted_by,
-                    "device": result.device, "output": str(result.output), "log": str(m.log)})
+        note(f"wrote {result.output}; plan with --rates {result.output}")
+        print_document("profile", {"workload": rate.workload, "accelerator": rate.accelerator,
+                                   "accelerator_count": rate.accelerator_count, "samples_per_s": rate.samples_per_s,
+                                   "steps_timed": m.steps_timed, "seconds": m.seconds, "counted_by": m.counted_by,
+                                   "device": result.device, "output": str(result.output), "log": str(m.log)})
         return
     console().print(f"{rate.workload} on 1 x {rate.accelerator}: {rate.samples_per_s:,.1f} samples/s "
                     f"({m.steps_timed} steps in {m.seconds:.2f} s, {m.counted_by}); wrote {result.output}; "

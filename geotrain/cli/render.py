@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import sys
+from dataclasses import dataclass
 from typing import Any
 
 from geotrain.errors import InputError
@@ -18,29 +19,73 @@ def print_json(value: Any) -> None:
 SCHEMA_VERSION = 1
 
 
+@dataclass(frozen=True, slots=True)
+class DocumentKind:
+    """One kind of ``--json`` document: the command that prints it and the top-level keys every document
+    of the kind has (besides ``schema``). One thing is flat fields; a list is under its plural key."""
+
+    command: str
+    keys: tuple[str, ...]
+
+
+DOCUMENTS: dict[str, DocumentKind] = {
+    "offers": DocumentKind("catalog list", ("snapshot_id", "total", "stale", "offers")),
+    "snapshot": DocumentKind("catalog show", ("snapshot_id", "label", "bundled", "created_at", "parent_id", "offers",
+                                              "observed_from", "observed_to", "stale", "clouds", "sources")),
+    "snapshots": DocumentKind("catalog snapshots", ("current", "snapshots")),
+    "refresh": DocumentKind("catalog refresh", ("snapshot_id", "parent_id", "offers", "snapshot_offers", "seconds",
+                                                "clouds", "failed", "unmapped_regions")),
+    "price-history": DocumentKind("catalog history", ("instance_type", "market", "prices")),
+    "check": DocumentKind("check", ("clouds",)),
+    "estimate": DocumentKind("estimate", ("workload", "strategy", "nodes", "samples_per_s", "usd_per_hour",
+                                          "usd_per_million_samples", "bottleneck")),
+    "plan": DocumentKind("plan", ("plan_id", "items")),
+    "launch": DocumentKind("launch", ("run_id", "status", "reason", "steps", "generations", "preemptions",
+                                      "restarts", "usd", "wall_s", "checkpoint_url")),
+    "launch-dry-run": DocumentKind("launch --dry-run", ("nodes",)),
+    "status": DocumentKind("status", ("runs",)),
+    "profile": DocumentKind("profile", ("workload", "accelerator", "accelerator_count", "samples_per_s", "output")),
+    "cost-report": DocumentKind("cost-report", ("total_usd", "runs")),
+}
+
+
 def schema_name(kind: str) -> str:
     """The ``schema`` field of a ``--json`` document: ``geotrain.<kind>.v<N>`` (e.g. geotrain.offers.v1)."""
+    if kind not in DOCUMENTS:
+        raise ValueError(f"{kind!r} is not a document kind (render.DOCUMENTS)")
     return f"geotrain.{kind}.v{SCHEMA_VERSION}"
 
 
 def print_document(kind: str, body: dict[str, Any]) -> None:
     """Every ``--json`` prints exactly one JSON object on stdout: ``{"schema": "geotrain.<kind>.v1", ...}``
-    with a stable shape per kind (a list goes under a key of its own, never at the top); progress and
-    notes go to stderr."""
+    with the keys :data:`DOCUMENTS` names for the kind (a list goes under a key of its own, never at the
+    top); progress and notes go to stderr."""
     if "schema" in body:
         raise ValueError("a document's body must not carry its own schema field")
-    print_json({"schema": schema_name(kind), **body})
+    name = schema_name(kind)
+    missing = [key for key in DOCUMENTS[kind].keys if key not in body]
+    if missing:
+        raise ValueError(f"a {kind} document lacks {', '.join(missing)}")
+    print_json({"schema": name, **body})
 
 
-def console():  # noqa: ANN201 - rich is imported lazily
-    """A rich console for stdout. Output to a pipe or file gets 160 columns unless COLUMNS says
-    otherwise, so tables are not squeezed to rich's default of 80."""
+def note(message: str) -> None:
+    """A note beside a ``--json`` document (a file written, stale prices): on stderr, never in the document's
+    stream."""
+    sys.stderr.write(f"note: {message}\n")
+
+
+def console(err: bool = False):  # noqa: ANN201 - rich is imported lazily
+    """A rich console for stdout (stderr with ``err``: progress beside a ``--json`` document). Output to
+    a pipe or file gets 160 columns unless COLUMNS says otherwise, so tables are not squeezed to rich's
+    default of 80."""
     import os
 
     from rich.console import Console
 
-    width = None if sys.stdout.isatty() or os.environ.get("COLUMNS") else 160
-    return Console(highlight=False, soft_wrap=False, width=width)
+    stream = sys.stderr if err else sys.stdout
+    width = None if stream.isatty() or os.environ.get("COLUMNS") else 160
+    return Console(highlight=False, soft_wrap=False, width=width, stderr=err)
 
 
 def split_values(values: list[str] | None) -> tuple[str, ...]:

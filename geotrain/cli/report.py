@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from geotrain.cli.render import console, percent, print_json, usd
+from geotrain.cli.render import console, note, percent, print_document, usd
 
 
 def cost_report(
@@ -26,7 +26,10 @@ def cost_report(
         raise InputError("give one of --json and --csv")
     reports = cost_reports(run_id, all_runs=all_runs, since=since, plot=plot)
     if as_json:
-        print_json([to_record(c) for c in reports] if len(reports) > 1 else to_record(reports[0]))
+        if plot is not None:
+            note(f"wrote {plot}")
+        print_document("cost-report", {"total_usd": sum(c.report.total_usd for c in reports),
+                                       "runs": [to_record(c) for c in reports]})
         return
     if as_csv:
         sys.stdout.write(to_csv(reports))

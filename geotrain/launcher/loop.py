@@ -47,10 +47,12 @@ from geotrain.files import atomic_write_text, geotrain_home
 from geotrain.launcher.injector import Injector
 from geotrain.launcher.options import LaunchOptions, RunOutcome, Status
 from geotrain.launcher.provisioning import boot_failed, launch_missing, mend, survivors_of, track_untracked
+from geotrain.launcher.task import check_task, task_argv, task_command
 from geotrain.launcher.training import Training, resolve_training
 from geotrain.launcher.workers import (check_checkpoint_url, generation_backend, kill_stale_workers, last_words,
                                       node_dir, open_store, store_host)
-from geotrain.train.ledger_relay import RELAY_ENV, RELAY_STORE, drain
+from geotrain.train.ledger_relay import RELAY_ENV, RELAY_STORE, drain, relay_env
+from geotrain.train.progress import completed_reason
 from geotrain.train.worker_env import free_port, worker_env
 from geotrain.ledger import EventKind, Ledger, RunStatus
 from geotrain.providers.base import NodeInfo, NodeProcess, NodeState, Provider
@@ -109,6 +111,8 @@ class Launcher:
         """Register a new run in the ledger."""
         from geotrain.planning.planfile import plan_to_dict
 
+        if self.plan.job.task is not None and not self.options.command:  # before anything is bought
+            check_task(self.plan.job.task, shared_host=self.provider.capabilities.shared_host)
         self.run_id = run_id or f"run-{time.strftime('%Y%m%d-%H%M%S')}-{os.urandom(3).hex()}"
         url = self.options.checkpoint_url or str(self.run_dir / "checkpoints")
         check_checkpoint_url(url)
@@ -208,7 +212,9 @@ class Launcher:
                 continue  # a node died before its worker started: re-planned, provision again
             outcome, detail = self._watch()
             if outcome == "completed":
-                return self._finish(RunStatus.COMPLETED, f"trained {self.status.step} steps")
+                script = bool(self.options.command) or self.plan.job.task is not None  # a user's: reported steps
+                return self._finish(RunStatus.COMPLETED, completed_reason(self.ledger.last_progress(self.run_id),
+                                                                          script=script))
             if outcome == "stopped":
                 return self._finish_stopped()
             if outcome == "spend_limit":
@@ -335,14 +341,18 @@ class Launcher:
                 "OMP_NUM_THREADS": "1",
                 # this machine: the ledger is the launcher's file; another machine: the ledger through the store
                 **({"GEOTRAIN_HOME": str(geotrain_home())} if shared else {RELAY_ENV: RELAY_STORE}),
+                **({} if shared else relay_env(config["store"], self.generation)),  # for a script's progress
             })
             # a notice (SIGUSR1) that arrives while a worker is still starting must not end it: the node
             # starts every command with the signal ignored, the runtime checks the notice file once it listens
             argv = list(self.options.command) or [sys.executable, "-m", "geotrain.train.runtime", str(path)]
+            cwd: Path | None = self.workdir
+            if self.plan.job.task is not None and not self.options.command:  # a task file's setup and run
+                argv, cwd = task_argv(), task_command(self, node, rank, env)
             log = self.run_dir / "logs" / f"gen{self.generation:03d}-rank{rank}-{node.node_id}.log"
             log.parent.mkdir(parents=True, exist_ok=True)
             try:
-                self._procs[node.node_id] = self.provider.start(node.node_id, argv, env, log, cwd=self.workdir)
+                self._procs[node.node_id] = self.provider.start(node.node_id, argv, env, log, cwd=cwd)
             except ProviderError as exc:
                 gone = {n.node_id: n for n in self.provider.list(self.run_id) if n.state.ended}
                 if node.node_id not in gone:

@@ -36,6 +36,11 @@ def resolve_training(plan: Plan, options: LaunchOptions) -> Training:
     micro = sync.micro_batches * max(1, plan.nodes)
     if options.command:
         return Training(" ".join(options.command), sync, (), micro)
+    if plan.job.task is not None:  # a task file's run (``launcher.task``)
+        return Training(f"task {plan.job.name}", sync, (), micro)
+    if not plan.job.modelled:
+        raise InputError("the plan names no workload and no task to run; give your command after `--` "
+                         "(geotrain launch PLAN -- python train.py)")
     substitutions: list[str] = []
     workload = plan.job.workload
     if options.train_workload is not None:

@@ -250,6 +250,20 @@ class Ledger:
                       (run_id, at if at is not None else time.time(), generation, step, samples, loss, samples_per_s,
                        world_size))
 
+    def add_progress(self, run_id: str, *, generation: int, steps: int, samples: int, samples_per_s: float | None,
+                     world_size: int, at: float | None = None) -> ProgressRow:
+        """Progress told as what was done since the last report (a user's script: it says how many steps
+        and samples it did, not where it is): a row of the run's last step and samples plus ``steps``
+        and ``samples``, read and written in one transaction. The new row."""
+        at = at if at is not None else time.time()
+        with self._tx() as c:
+            last = c.execute("SELECT step, samples FROM progress WHERE run_id = ? ORDER BY at DESC LIMIT 1",
+                             (run_id,)).fetchone()
+            step, total = (last[0] + steps, last[1] + samples) if last else (steps, samples)
+            c.execute("INSERT INTO progress (run_id, at, generation, step, samples, loss, samples_per_s, world_size)"
+                      " VALUES (?,?,?,?,?,?,?,?)", (run_id, at, generation, step, total, None, samples_per_s, world_size))
+        return ProgressRow(at, generation, step, total, None, samples_per_s, world_size)
+
     def progress_rows(self, run_id: str) -> list[ProgressRow]:
         return [ProgressRow(*r) for r in self._conn.execute(
             f"SELECT {_PROGRESS_COLUMNS} FROM progress WHERE run_id = ? ORDER BY at", (run_id,))]

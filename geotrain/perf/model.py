@@ -20,7 +20,7 @@ from __future__ import annotations
 import functools
 import json
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -43,6 +43,10 @@ class TransferPrices(Protocol):
     (``geotrain.pricing.egress.EgressPrices`` is the one implementation)."""
 
     def usd_per_gb(self, src: Location, dst: Location) -> float: ...
+
+    def assumed_words(self, locations: Iterable[Location]) -> list[str]:
+        """What the prices assume for these locations where no table gives a figure (one line each)."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)

@@ -54,6 +54,8 @@ def passes_filters(offer: Offer, job: JobSpec, blocked: frozenset[str]) -> bool:
         return False
     if c.accelerators is not None and not _accelerator_matches(offer.shape.accelerator, c.accelerators):
         return False
+    if c.resources and offer.market != Market.OWNED and not any(r.matches(offer) for r in c.resources):
+        return False
     if blocked and ({loc.cloud, loc.zone_scope, loc.region_scope, offer.offer_id} & blocked):
         return False
     return True

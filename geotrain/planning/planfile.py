@@ -10,18 +10,27 @@ refused with the field that is wrong.
 This module is the one reader of plans: launch reads plan files with :func:`load_plan`, the ledger
 keeps :func:`plan_to_dict`'s JSON, and cost-report reads it back with :func:`plan_from_dict`.
 ``geotrain-plan/1`` files (sync knobs in ``strategy_options``) still load.
+
+The document carries ``"schema": "geotrain.plan.v1"`` (what ``plan --json`` prints is this document);
+files written before it, and before ``completion``, ``budget`` and ``misses``, still load.
+
+A plan is compared with a baseline only where both meet the job's goal (:func:`advantage`): a given
+mix that misses it (``--allow-below-target``) has no comparable baseline, and a mix that costs more
+says how many times as much, never a share below -100%.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from geotrain.config import job_to_mapping, parse_job_spec
-from geotrain.domain import Baseline, BaselineKind, Fallback, NodeGroup, Objective, Plan, PlanItem, PlanTotals, SolverReport
+from geotrain.domain import (
+    Baseline, BaselineKind, BudgetUse, Completion, Fallback, NodeGroup, Objective, Plan, PlanItem, PlanTotals, SolverReport,
+)
 from geotrain.errors import InputError
 from geotrain.files import atomic_write_text
 from geotrain.pricing.records import offer_record, offers_from_records
@@ -29,12 +38,14 @@ from geotrain.specfile import Fields, parse_json, read_text
 
 FORMAT = "geotrain-plan/2"
 _OLD_FORMAT = "geotrain-plan/1"
+SCHEMA = "geotrain.plan.v1"  # as every --json document names its kind (``cli.render.schema_name("plan")``)
 
 
 def plan_to_dict(plan: Plan) -> dict[str, Any]:
     t = plan.totals
     base = plan.baseline
     return {
+        "schema": SCHEMA,
         "format": FORMAT,
         "plan_id": plan.plan_id,
         "created_at": plan.created_at.isoformat(),
@@ -63,6 +74,7 @@ def plan_to_dict(plan: Plan) -> dict[str, Any]:
             "kind": b.kind.value, "groups": [{"offer": offer_record(g.offer), "count": g.count} for g in b.groups],
             "samples_per_s": b.samples_per_s, "usd_per_hour": b.usd_per_hour,
             "usd_per_million_samples": b.usd_per_million_samples, "savings": savings(plan, b),
+            "comparison": advantage(plan, b)[1],
         } for b in plan.baselines],
         "missing_baselines": [[kind.value, why] for kind, why in plan.missing_baselines],
         "fallbacks": [{
@@ -70,28 +82,76 @@ def plan_to_dict(plan: Plan) -> dict[str, Any]:
             "samples_per_s": f.samples_per_s, "usd_per_hour": f.usd_per_hour, "launch_chance": f.launch_chance,
         } for f in plan.fallbacks],
         "savings_vs_baseline": savings(plan, base),
+        "completion": _completion_dict(plan),
+        "budget": _budget_dict(plan.budget_use),
+        "misses": list(plan.misses),
         "assumptions": list(plan.assumptions),
     }
 
 
+def finishes_at(plan: Plan, hours: float) -> datetime:
+    """When training that starts as the plan is made ends after ``hours`` (UTC)."""
+    return plan.created_at + timedelta(hours=hours)
+
+
+def _completion_dict(plan: Plan) -> dict[str, Any] | None:
+    c = plan.completion
+    if c is None:
+        return None
+    return {"samples": c.samples, "hours": c.hours, "usd": c.usd,
+            "finishes_at": finishes_at(plan, c.hours).isoformat(), "raw_hours": c.raw_hours, "raw_usd": c.raw_usd,
+            "raw_finishes_at": finishes_at(plan, c.raw_hours).isoformat()}
+
+
+def _budget_dict(use: BudgetUse | None) -> dict[str, Any] | None:
+    if use is None:
+        return None
+    return {"budget_usd_per_hour": use.budget_usd_per_hour, "unused_usd_per_hour": use.unused_usd_per_hour,
+            "unused_share": use.unused_share,
+            "limits": [{"limit": name, "candidates": n} for name, n in use.limits], "words": use.words}
+
+
 def advantage(plan: Plan, baseline: Baseline) -> tuple[float | None, str]:
-    """How much better the plan does than ``baseline`` by the job's objective, and the verb: the share
-    more samples/s it trains (max_throughput, within the same budget), else the share of $/1M saved."""
+    """How the plan compares with ``baseline`` by the job's objective: the share (more samples/s for
+    max_throughput, within the same budget; else the share of $/1M samples saved, negative when it
+    costs more) and the comparison in words. (None, why) where the two are not comparable: the plan
+    misses the goal the baseline meets, or a figure is missing."""
+    if plan.misses:
+        return None, "no comparable baseline: the mix misses the job's goal, the baseline meets it"
     if plan.job.objective is Objective.MAX_THROUGHPUT:
         if not baseline.samples_per_s:
-            return None, "trains"
+            return None, "no comparable baseline: it trains nothing"
         # like with like: a baseline records the perf model's samples/s before interruptions, as the plan's totals do
-        return plan.totals.samples_per_s / baseline.samples_per_s - 1, "trains"
-    return savings(plan, baseline), "saves"
+        ratio = plan.totals.samples_per_s / baseline.samples_per_s
+        if ratio >= 1:
+            return ratio - 1, f"the mix trains {_share(ratio - 1)} more samples/s"
+        if ratio > 0.5:
+            return ratio - 1, f"the mix trains {_share(1 - ratio)} fewer samples/s"
+        return ratio - 1, f"the baseline trains {1 / ratio:,.1f}× as many samples/s" if ratio else "the mix trains nothing"
+    share = savings(plan, baseline)
+    if share is None:
+        return None, "no comparable baseline: no cost per 1M samples to compare"
+    ratio = 1 - share
+    if ratio <= 1:
+        return share, f"the mix saves {_share(share)}"
+    if ratio < 2:
+        return share, f"the mix costs {_share(ratio - 1)} more per 1M samples"
+    return share, f"the mix costs {ratio:,.1f}× as much per 1M samples"
+
+
+def _share(value: float) -> str:
+    return f"{value * 100:.0f}%" if value >= 0.01 or value == 0 else f"{value * 100:.2f}%"
 
 
 def savings(plan: Plan, baseline: Baseline | None = None) -> float | None:
     """Share of a baseline's $/1M samples the plan saves (negative: it costs more); by default the
-    plan's single-region baseline."""
+    plan's single-region baseline. None where they are not comparable (the plan misses the job's goal)
+    or a figure is missing."""
     baseline = plan.baseline if baseline is None else baseline
-    if baseline is None or not baseline.usd_per_million_samples:
+    if baseline is None or not baseline.usd_per_million_samples or plan.misses:
         return None
-    return 1 - plan.totals.usd_per_million_samples / baseline.usd_per_million_samples
+    mine = plan.totals.usd_per_million_samples
+    return None if mine is None else 1 - mine / baseline.usd_per_million_samples
 
 
 def save_plan(plan: Plan, path: str | Path) -> None:
@@ -107,6 +167,8 @@ def load_plan(path: str | Path) -> Plan:
 
 
 def plan_from_dict(data: Mapping[str, Any], origin: str) -> Plan:
+    if "schema" in data and data["schema"] != SCHEMA:
+        raise InputError(f"{origin}: schema {data['schema']!r} is not {SCHEMA!r}; is this a plan from `geotrain plan -o`?")
     if data.get("format") == _OLD_FORMAT:
         data = _upgrade(data)
     if data.get("format") != FORMAT:
@@ -152,8 +214,28 @@ def plan_from_dict(data: Mapping[str, Any], origin: str) -> Plan:
         frontier=_frontier(data.get("frontier") or [], origin),
         baselines=baselines, missing_baselines=missing, fallbacks=_fallbacks(data, top, origin),
         assumptions=_assumptions(data.get("assumptions"), origin),
+        completion=_completion(top), budget_use=_budget(top),
+        misses=_texts(data.get("misses"), origin, "misses"),
     )
     return plan
+
+
+def _completion(top: Fields) -> Completion | None:
+    f = top.section("completion")
+    if f is None:
+        return None
+    return Completion(f.whole("samples", minimum=1), f.number("hours", minimum=0), f.number("usd", minimum=0),
+                      f.number("raw_hours", minimum=0), f.number("raw_usd", minimum=0))
+
+
+def _budget(top: Fields) -> BudgetUse | None:
+    f = top.section("budget")
+    if f is None:
+        return None
+    limits = tuple((g.text("limit"), g.whole("candidates", minimum=0))
+                   for g in (f.sections("limits") if f.value_or_none("limits") else ()))
+    return BudgetUse(f.number("budget_usd_per_hour", minimum=0), f.number("unused_usd_per_hour", minimum=0),
+                     limits, f.text("words", ""))
 
 
 def _upgrade(data: Mapping[str, Any]) -> dict[str, Any]:
@@ -171,10 +253,14 @@ def _upgrade(data: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _assumptions(value: Any, origin: str) -> tuple[str, ...]:
+    return _texts(value, origin, "assumptions")
+
+
+def _texts(value: Any, origin: str, key: str) -> tuple[str, ...]:
     if value is None:
         return ()
     if not isinstance(value, list) or not all(isinstance(a, str) for a in value):
-        raise InputError(f"{origin}: assumptions: must be a list of texts")
+        raise InputError(f"{origin}: {key}: must be a list of texts")
     return tuple(value)
 
 

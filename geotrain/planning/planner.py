@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 
@@ -25,8 +25,11 @@ from geotrain.perf.model import DataSource, Estimate, PerfModel, bundled_fit
 from geotrain.perf.network import SitePlacement
 from geotrain.perf.rates import RateTable
 from geotrain.perf.workloads import Workload, WorkloadRegistry
+from geotrain.planning.answers import budget_use_of, completion_of, goal_misses
 from geotrain.planning.candidates import CandidateSet, build_candidates, goodput_of
+from geotrain.planning.names import check_names
 from geotrain.planning.oracle import PerfOracle
+from geotrain.planning.pools import with_pools
 from geotrain.planning.referee import PerfReferee
 from geotrain.pricing.capacity import CapacityModel
 from geotrain.pricing.egress import EgressPrices
@@ -36,7 +39,7 @@ from geotrain.pricing.snapshot import PriceSnapshot, offers_from_table, stalenes
 from geotrain.providers.base import LOCAL_PROVIDER
 from geotrain.solver.problem import Limits, Problem
 from geotrain.solver.result import SearchResult, SolveStatus
-from geotrain.solver.search import Searcher
+from geotrain.solver.search import Searcher, SearchProgress
 
 DEFAULT_MAX_NODES = 64
 
@@ -57,6 +60,8 @@ class PlanOptions:
     blocked: frozenset[str] = frozenset()  # zone/region scopes or offer ids not to use
     keep: dict[str, int] = field(default_factory=dict)  # offer id -> nodes that must stay (re-planning)
     unknown_interruptions_per_hour: float | None = None  # default: median of the snapshot's known spot rates
+    progress: Callable[[SearchProgress], None] | None = None  # hears of each solve (``solver.search``)
+    allow_below_target: bool = False  # a given mix (``plan_for_nodes``) that misses the goal is planned anyway
 
 
 @dataclass
@@ -73,15 +78,21 @@ class PlanningContext:
 
     def searcher(self, limits: Limits | None = None) -> Searcher:
         problem = self.problem if limits is None else replace(self.problem, limits=limits)
-        return Searcher(problem, self.options.backend, self.options.tolerance, self.options.time_limit_s)
+        return Searcher(problem, self.options.backend, self.options.tolerance, self.options.time_limit_s,
+                        progress=self.options.progress)
 
 
 def make_plan(job: JobSpec, snapshot: PriceSnapshot, *, inventory: Inventory | None = None,
               perf: PerfModel | None = None, registry: WorkloadRegistry | None = None,
               options: PlanOptions = PlanOptions()) -> Plan:
+    if not job.modelled:  # a task file without a workload: its shape, on price alone
+        from geotrain.planning.shape import plan_for_shape
+
+        return plan_for_shape(job, snapshot, inventory=inventory, options=options)
     started = time.perf_counter()
     ctx = build_context(job, snapshot, inventory=inventory, perf=perf, registry=registry, options=options)
     searcher = ctx.searcher()
+    searcher.announce("baselines")
     clock = time.perf_counter()
     baselines, missing = baselines_for(ctx)
     baselines_s = time.perf_counter() - clock
@@ -125,7 +136,9 @@ def make_plan(job: JobSpec, snapshot: PriceSnapshot, *, inventory: Inventory | N
     plan = with_fallbacks(ctx, assemble(ctx, snapshot, result, groups, estimate, frontier, baselines, missing), groups)
     timing = replace(plan.solver, total_s=time.perf_counter() - started, frontier_s=frontier_s,
                      baselines_s=baselines_s)
-    return replace(plan, solver=timing, assumptions=plan.assumptions + notes)
+    use = budget_use_of(ctx.problem, counts_of(ctx, groups), final.usd_per_hour, final.goodput_samples_per_s,
+                        tolerance=options.tolerance, bottleneck=final.bottleneck)
+    return replace(plan, solver=timing, assumptions=plan.assumptions + notes, budget_use=use)
 
 
 def with_fallbacks(ctx: PlanningContext, plan: Plan, groups: list[NodeGroup]) -> Plan:
@@ -189,17 +202,27 @@ def plan_for_nodes(job: JobSpec, snapshot: PriceSnapshot, nodes: str, *, invento
     solved one, so that it can be launched and compared: no solver runs."""
     from geotrain.pricing.nodespec import parse_nodes, resolve_nodes
 
-    ctx = build_context(job, snapshot, inventory=inventory, perf=perf, options=options)
     requests = parse_nodes(nodes)
     offers = list(snapshot.offers())
     if inventory is not None:
         offers += offers_from_table(inventory_table(inventory))
     groups = resolve_nodes(requests, offers)
+    if not job.modelled:  # a task file without a workload: the given mix, priced
+        from geotrain.planning.shape import plan_for_shape
+
+        return plan_for_shape(job, snapshot, inventory=inventory, options=options, groups=groups)
+    ctx = build_context(job, snapshot, inventory=inventory, perf=perf, options=options)
     estimate = predict_groups(ctx, groups)
+    misses = goal_misses(job, totals_of(ctx, groups, estimate))
+    if misses and not options.allow_below_target:
+        raise InfeasibleError(f"the given mix ({_mix_words(groups)}) misses the job's goal: {'; '.join(misses)}; "
+                              "give more or faster nodes, or plan it anyway with --allow-below-target")
     given = SearchResult("given", None, estimate.samples_per_s, estimate.usd_per_hour, SolveStatus.OPTIMAL, 0.0, 0.0, 0)
     baselines, missing = baselines_for(ctx)
     plan = with_fallbacks(ctx, assemble(ctx, snapshot, given, groups, estimate, (), baselines, missing), groups)
-    return replace(plan, solver=replace(plan.solver, status="given", candidates=0, dominated=0))
+    use = budget_use_of(ctx.problem, None, estimate.usd_per_hour, plan.totals.goodput_samples_per_s, tolerance=0.0)
+    return replace(plan, solver=replace(plan.solver, status="given", candidates=0, dominated=0), misses=misses,
+                   budget_use=use)
 
 
 def counts_of(ctx: PlanningContext, groups: Sequence[NodeGroup]) -> tuple[int, ...]:
@@ -238,17 +261,19 @@ def build_context(job: JobSpec, snapshot: PriceSnapshot, *, inventory: Inventory
     if inventory is not None:
         offers += offers_from_table(inventory_table(inventory))
         sites = site_placements(inventory)
+    check_names(job, offers)
     if perf is None:
         rates = RateTable.bundled().with_file(job.rates_file) if job.rates_file else RateTable.bundled()
-        perf = PerfModel(rates=rates, egress=EgressPrices.bundled())
+        egress = EgressPrices.bundled().with_file(job.egress_file) if job.egress_file else EgressPrices.bundled()
+        perf = PerfModel(rates=rates, egress=egress)
     if sites:
         perf = perf.with_sites(sites)
-    node_cap = job.constraints.max_nodes or DEFAULT_MAX_NODES
+    node_cap = job.constraints.node_count or job.constraints.max_nodes or DEFAULT_MAX_NODES
     if options.provider == LOCAL_PROVIDER:
         host = LocalHost.measured()
         perf = perf.on_local_host(host)
         # more local nodes than cores only share them (and add traffic): never worth planning
-        node_cap = job.constraints.max_nodes or host.cores
+        node_cap = job.constraints.node_count or job.constraints.max_nodes or host.cores
     elif options.provider is not None:
         raise InputError(f"provider {options.provider!r}: plans are made for the offers' own hardware or for "
                          f"{LOCAL_PROVIDER!r} (this machine)")
@@ -285,36 +310,6 @@ def build_context(job: JobSpec, snapshot: PriceSnapshot, *, inventory: Inventory
     return PlanningContext(job, workload, perf, cands, problem, data, options)
 
 
-def with_pools(cands: CandidateSet, limits: Limits, model: CapacityModel,
-               confidence: float) -> tuple[CandidateSet, Limits]:
-    """Spot candidates of one zone and GPU draw from one pool: at most the units the capacity model
-    gives at once with ``confidence`` (kept nodes raise the cap to what they already hold)."""
-    pooled, caps = [], {}
-    for c in cands.candidates:
-        pool = model.pool_of(cands.offers[c.key])
-        if pool is None:
-            pooled.append(c)
-            continue
-        caps[pool] = max(caps.get(pool, 0), model.pool_cap_units(cands.offers[c.key], confidence))
-        pooled.append(replace(c, pool=pool))
-    held: dict[str, int] = {}
-    for c in pooled:
-        if c.pool:
-            held[c.pool] = held.get(c.pool, 0) + c.minimum * c.accelerators
-    alternates, extra = [], {}  # pools that only dominated candidates draw from (the MIP's caps unchanged)
-    for c, offer in cands.alternates:
-        pool = model.pool_of(offer)
-        if pool is not None:
-            if pool not in caps:
-                extra[pool] = max(extra.get(pool, 0), model.pool_cap_units(offer, confidence))
-            c = replace(c, pool=pool)
-        alternates.append((c, offer))
-    caps.update(extra)
-    pool_caps = tuple(sorted((pool, max(units, held.get(pool, 0))) for pool, units in caps.items()))
-    return (replace(cands, candidates=tuple(pooled), alternates=tuple(alternates)),
-            replace(limits, pool_caps=pool_caps))
-
-
 def site_placements(inventory: Inventory) -> dict[str, SitePlacement]:
     """Where each on-prem site of the inventory sits on the network."""
     return {s.site: SitePlacement(s.uplink_gbps, s.near_region) for s in inventory.sites}
@@ -335,8 +330,11 @@ def limits_of(job: JobSpec, node_cap: int) -> Limits:
     floor = None
     if job.total_samples is not None and job.deadline_h is not None:
         floor = job.total_samples / (3600 * job.deadline_h)
+    if c.node_count is not None:  # a pinned node count: exactly that many, whatever the other limits
+        node_cap = c.node_count
     return Limits(
-        max_nodes=node_cap, max_regions=c.max_regions, max_nodes_per_zone=c.max_nodes_per_zone,
+        max_nodes=node_cap, min_nodes=c.node_count, max_regions=c.max_regions,
+        max_nodes_per_zone=c.max_nodes_per_zone,
         max_accelerators_per_zone=c.max_gpus_per_zone,
         max_zone_share=c.max_zone_share, max_spot_share=c.max_spot_share,
         budget_usd_per_hour=job.budget_usd_per_hour, min_samples_per_s=floor, quotas=c.quotas,
@@ -408,13 +406,15 @@ def assemble(ctx: PlanningContext, snapshot: PriceSnapshot, result: SearchResult
     )
     created = datetime.now(timezone.utc).replace(microsecond=0)
     assumptions = assumptions_of(ctx, estimate)
+    totals = totals_of(ctx, groups, estimate)
     digest = hashlib.sha256(json.dumps([snapshot.snapshot_id, ctx.job.name, [(i.offer.offer_id, i.count) for i in items],
                                         created.isoformat()]).encode()).hexdigest()[:12]
     return Plan(
         plan_id=f"plan-{digest}", created_at=created, snapshot_id=snapshot.snapshot_id, job=ctx.job, items=items,
-        totals=totals_of(ctx, groups, estimate), solver=solver,
+        totals=totals, solver=solver,
         recovery_h=ctx.options.recovery_h, provider=ctx.options.provider, frontier=tuple(frontier),
         baselines=baselines, missing_baselines=missing, assumptions=assumptions,
+        completion=completion_of(ctx.job, totals),
     )
 
 
@@ -449,6 +449,8 @@ def assumptions_of(ctx: PlanningContext, estimate: Estimate) -> tuple[str, ...]:
     for reason, count in sorted(ctx.candidates.skipped.items()):
         if not reason.startswith("no compute rate"):
             out.append(f"{count} offers left out: {reason}")
+    if len({g.offer.location.zone_scope for g in estimate.groups}) > 1:  # traffic leaves a zone
+        out += ctx.perf.egress.assumed_words(g.offer.location for g in estimate.groups)
     if host is None:  # the local provider's nodes are processes here: always had
         out.append(launch_chance_words(estimate.groups))
     return tuple(out)
@@ -466,6 +468,3 @@ def launch_chance_words(groups) -> str:  # noqa: ANN001
     return (f"capacity: the whole mix can be had at once with a chance of {chance:.0%} by the capacity model "
             f"({rests}; spot nodes of one zone and GPU share one pool)")
 
-
-def plan_throughput(ctx: PlanningContext, counts: tuple[int, ...]) -> float:
-    return semantics.throughput(ctx.problem, counts)

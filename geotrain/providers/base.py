@@ -37,7 +37,8 @@ Contract shared by every provider (``tests/contract`` checks it):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 from pathlib import Path
@@ -103,6 +104,30 @@ class Capabilities:
     notice_s: float | None  # warning before a spot preemption (AWS 120, GCP/Azure ~30); None = none
     preemption_injection: bool  # it can preempt its own nodes on request (local provider)
     shared_host: bool = False  # every node is a process on this machine (they share its GPUs)
+
+
+@dataclass(frozen=True, slots=True)
+class LoginCommand:
+    """How to open a shell on a node from this machine: run ``argv`` (in place of the caller: it gets the
+    terminal) in ``cwd`` (None: the caller's), with ``env`` added to the caller's environment."""
+
+    argv: tuple[str, ...]
+    cwd: Path | None = None
+    env: dict[str, str] = field(default_factory=dict)
+
+
+@runtime_checkable
+class NodeLogin(Protocol):
+    """Optional, beside :class:`Provider`: a provider whose nodes one can log into (the on-prem
+    provider over SSH; the local provider: a shell on this machine). Cloud providers have none:
+    geotrain opens no SSH port on their VMs, only the node agent's port, to the launcher."""
+
+    def login_command(self, node_id: str, command: Sequence[str] = ()) -> LoginCommand | None:
+        """The command that logs into a running node: an interactive shell in the node's directory, or,
+        with ``command``, that command line run by the node's shell there (its words joined by spaces,
+        as ``ssh`` does). None: this node has no login (a router's node on a cloud). Unknown
+        ``node_id`` → NotFoundError; an ended node → ProviderError."""
+        ...
 
 
 @runtime_checkable

@@ -44,7 +44,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -55,7 +55,7 @@ from geotrain.errors import NotFoundError, ProviderError
 from geotrain.files import atomic_write_text, geotrain_home
 from geotrain.procs import HAS_PROC, group_alive, pid_alive, proc_stat
 from geotrain.providers.statefile import location_of, node_info
-from geotrain.providers.base import LOCAL_PROVIDER, Capabilities, LaunchRequest, NodeInfo, NodeState
+from geotrain.providers.base import LOCAL_PROVIDER, Capabilities, LaunchRequest, LoginCommand, NodeInfo, NodeState
 from geotrain.providers.local_commands import AgentProcess, run_on_node
 
 STATE_VERSION = 1
@@ -264,6 +264,22 @@ class LocalProvider:
     def node_dir(self, node_id: str) -> Path:
         """The node's directory (its commands' working directory). NotFoundError if unknown."""
         return Path(self._record(node_id)["node_dir"])
+
+    def login_command(self, node_id: str, command: Sequence[str] = ()) -> LoginCommand:
+        """A shell here (``$SHELL``, else /bin/sh) in the node's directory, with ``GEOTRAIN_RUN_ID``,
+        ``GEOTRAIN_NODE_ID``, ``GEOTRAIN_NODE_DIR`` and ``GEOTRAIN_HOME`` set; with ``command``, that
+        command line run by the shell. The shell is not one of the node's processes (it needs the
+        caller's terminal, which the agent's commands do not get): ending the node does not end it."""
+        rec = self._record(node_id)
+        if NodeState(rec["state"]).ended or not self._agent_alive(rec):
+            raise ProviderError(f"node {node_id} has ended ({rec['end_reason'] or 'its agent is gone'}); only a "
+                                "running node can be logged into")
+        shell = os.environ.get("SHELL") or "/bin/sh"
+        argv = (shell, "-c", " ".join(command)) if command else (shell,)
+        home = self._home if self._home is not None else geotrain_home()
+        env = {"GEOTRAIN_RUN_ID": rec["run_id"], "GEOTRAIN_NODE_ID": node_id, "GEOTRAIN_NODE_DIR": rec["node_dir"],
+               "GEOTRAIN_HOME": str(home)}
+        return LoginCommand(argv, Path(rec["node_dir"]), env)
 
     def notice_path(self, node_id: str) -> Path:
         """Where the node's preemption notice appears (the file exists only once notice is given)."""

@@ -57,7 +57,7 @@ from geotrain.errors import (CapacityError, CatalogError, CredentialsError, NotF
                              ProviderTimeoutError)
 from geotrain.procs import proc_stat
 from geotrain.specfile import Fields, load_yaml_mapping
-from geotrain.providers.base import Capabilities, LaunchRequest, NodeInfo, NodeState
+from geotrain.providers.base import Capabilities, LaunchRequest, LoginCommand, NodeInfo, NodeState
 from geotrain.providers.statefile import JsonState, location_of, node_info, provider_root
 
 ENV_INVENTORY = "GEOTRAIN_ONPREM_INVENTORY"  # the inventory file, when no setting names it
@@ -339,6 +339,24 @@ class OnPremProvider:
         agent = rec.get("agent") or {}
         return {"host": rec["host"]["host"], "node_dir": rec.get("node_dir"), "pid": agent.get("pid"),
                 "pgid": agent.get("pgid"), "port": agent.get("port")}
+
+    def login_command(self, node_id: str, command: Sequence[str] = ()) -> LoginCommand:
+        """``ssh`` to the node's machine with the options the provider uses (host keys checked against
+        ``known_hosts``; prompts allowed), into the node's directory with ``GEOTRAIN_RUN_ID``,
+        ``GEOTRAIN_NODE_ID`` and ``GEOTRAIN_NODE_DIR`` set: the user's login shell, or ``command`` run
+        by it. The session is not one of the node's commands: stopping the node does not end it."""
+        rec = self._record(node_id)
+        if rec["state"] != NodeState.RUNNING.value or not rec.get("node_dir"):
+            why = f" ({rec['end_reason']})" if rec.get("end_reason") else ""
+            raise ProviderError(f"node {node_id} on {rec['host']['host']} is {rec['state']}{why}; only a running "
+                                "node can be logged into", scope=location_of(rec).zone_scope)
+        node_dir = rec["node_dir"]
+        variables = " ".join(f"{k}={shlex.quote(v)}" for k, v in (
+            ("GEOTRAIN_RUN_ID", rec["run_id"]), ("GEOTRAIN_NODE_ID", node_id), ("GEOTRAIN_NODE_DIR", node_dir)))
+        then = " ".join(command) if command else 'exec "${SHELL:-/bin/sh}" -l'
+        script = f"cd {shlex.quote(node_dir)} && export {variables} && {then}"
+        tty = [] if command else ["-t"]  # a login shell needs a terminal there; a command runs as ssh runs it
+        return LoginCommand(tuple(self._ssh_options(_host_of(rec), batch=False) + tty + ["--", script]))
 
     def channel(self) -> Any:
         if self._channel is None:
@@ -626,16 +644,21 @@ echo "GEOTRAIN-STOPPED"
     # -- ssh -----------------------------------------------------------------------------------
 
     def _ssh_argv(self, host: Host, script: str) -> list[str]:
+        return self._ssh_options(host) + ["--", f"exec /bin/sh -c {shlex.quote(script)}"]
+
+    def _ssh_options(self, host: Host, *, batch: bool = True) -> list[str]:
+        """ssh and its options up to the host (``batch``: never a prompt; a login may ask for a passphrase)."""
         argv = [self.ssh]
         if self.ssh_config is not None:
             argv += ["-F", self.ssh_config]
         known = f'"{self.known_hosts}"' if " " in self.known_hosts else self.known_hosts
-        argv += ["-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes", "-o", f"UserKnownHostsFile={known}",
-                 "-o", f"ConnectTimeout={max(1, round(self.connect_timeout_s))}",
-                 "-o", "ServerAliveInterval=5", "-o", "ServerAliveCountMax=3", "-p", str(host.port)]
+        argv += (["-o", "BatchMode=yes"] if batch else []) + [
+            "-o", "StrictHostKeyChecking=yes", "-o", f"UserKnownHostsFile={known}",
+            "-o", f"ConnectTimeout={max(1, round(self.connect_timeout_s))}",
+            "-o", "ServerAliveInterval=5", "-o", "ServerAliveCountMax=3", "-p", str(host.port)]
         if host.key:
             argv += ["-i", host.key, "-o", "IdentitiesOnly=yes"]
-        return argv + ["-l", host.user, host.host, "--", f"exec /bin/sh -c {shlex.quote(script)}"]
+        return argv + ["-l", host.user, host.host]
 
     def _run_ssh(self, host: Host, script: str, *, stdin: str, timeout_s: float,
                  scope: str | None) -> subprocess.CompletedProcess[str]:

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from geotrain.errors import InputError, NotFoundError, ProviderError
-from geotrain.providers.base import LOCAL_PROVIDER, Capabilities, LaunchRequest, NodeInfo, NodeProcess, Provider
+from geotrain.providers.base import (LOCAL_PROVIDER, Capabilities, LaunchRequest, LoginCommand, NodeInfo, NodeLogin,
+                                     NodeProcess, Provider)
 
 CLOUD_PROVIDERS = {  # name (= the offers' cloud) → module:class with a from_environment(**settings)
     "aws": "geotrain.providers.aws:AwsProvider",
@@ -128,6 +129,10 @@ class Router:
     def start(self, node_id: str, argv: list[str], env: dict[str, str], log_path: Path,
               cwd: Path | None = None) -> NodeProcess:
         return self._provider_of(node_id).start(node_id, argv, env, log_path, cwd=cwd)
+
+    def login_command(self, node_id: str, command: Sequence[str] = ()) -> LoginCommand | None:
+        provider = self._provider_of(node_id)
+        return provider.login_command(node_id, command) if isinstance(provider, NodeLogin) else None
 
     def dry_run(self, request: LaunchRequest) -> list[dict]:
         return self.for_cloud(request.offer.location.cloud).dry_run(request)  # type: ignore[attr-defined]

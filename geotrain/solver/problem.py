@@ -103,6 +103,7 @@ class Limits:
     """Constraints on the mix. None = no limit."""
 
     max_nodes: int = 64
+    min_nodes: int | None = None  # at least this many (with max_nodes: exactly, for a pinned node count)
     max_regions: int | None = None
     max_nodes_per_zone: int | None = None
     max_accelerators_per_zone: int | None = None
@@ -116,6 +117,8 @@ class Limits:
     def __post_init__(self) -> None:
         if self.max_nodes < 1:
             raise InputError("max_nodes must be at least 1")
+        if self.min_nodes is not None and not 1 <= self.min_nodes <= self.max_nodes:
+            raise InputError(f"min_nodes must be from 1 to max_nodes ({self.max_nodes}), got {self.min_nodes}")
         for name in ("max_zone_share", "max_spot_share"):
             value = getattr(self, name)
             if value is not None and not 0 <= value <= 1:

@@ -21,6 +21,9 @@ decrease with ``t``: a higher target shrinks the feasible set and raises the egr
 (d) ``min_cost_by_deadline(N, D)``: the same as (c) with the floor ``t ≥ N / (3600·D)``; the total
     is ``N`` times the cost per sample.
 
+A ``progress`` callback (:data:`Progress`) hears of every MIP solve and every improvement: the search
+running, the solves so far, the best mix and the bound proven so far (:class:`SearchProgress`).
+
 Every objective honours the problem's limits (budget, throughput floor) through the MIP, and every
 figure is the referee's (``TargetModel`` certifies each solve against it): a mix's samples/s and
 $/h are what the plan reports.
@@ -31,7 +34,8 @@ from __future__ import annotations
 import heapq
 import math
 import time
-from dataclasses import dataclass, replace
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 
 from geotrain.solver import semantics
 from geotrain.solver.model import DEFAULT_TOLERANCE, TargetModel
@@ -44,12 +48,33 @@ FRONTIER_NODES = 64  # the frontier's solves consider at most this many nodes (o
 NEGLIGIBLE_RATE_SHARE = 1e-3
 
 
+@dataclass(frozen=True, slots=True)
+class SearchProgress:
+    """Where a search stands. ``bound``: what is proven so far, in ``bound_unit`` — ``usd_per_hour``
+    (min_cost: no mix meeting the target costs less), ``samples_per_s`` (max_throughput: no mix within
+    the budget trains faster), ``usd_per_million_samples`` (the per-sample objectives); None: none yet."""
+
+    phase: str  # the search running: min_cost, max_throughput, min_cost_per_sample, frontier, or what precedes them
+    candidates: int
+    solves: int  # MIP solves so far
+    best: tuple[tuple[str, int], ...] = ()  # the best mix so far: (candidate key, nodes)
+    best_samples_per_s: float | None = None
+    best_usd_per_hour: float | None = None
+    bound: float | None = None
+    bound_unit: str = ""
+    elapsed_s: float = 0.0
+
+
+Progress = Callable[[SearchProgress], None]
+
+
 @dataclass
 class Searcher:
     problem: Problem
     backend: str = "CBC"
     tolerance: float = DEFAULT_TOLERANCE
     time_limit_s: float = 60.0  # for the whole search; each MIP gets what is left
+    progress: Progress | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         self.model = TargetModel(self.problem, self.backend, self.time_limit_s, self.tolerance)
@@ -58,6 +83,35 @@ class Searcher:
         self.statuses: set[SolveStatus] = set()
         self._cache: dict[float, Solution] = {}
         self._lone: tuple[int, ...] | None = None
+        self._phase = ""
+        self._best: Solution | None = None
+        self._bound: tuple[float | None, str] = (None, "")
+        self._begun = time.perf_counter()
+
+    # -- progress ---------------------------------------------------------------------------
+
+    def announce(self, phase: str) -> None:
+        """A new stage of the search: what it is called; the best and bound start afresh."""
+        self._phase, self._best, self._bound = phase, None, (None, "")
+        self._notify()
+
+    def _track(self, best: Solution | None, bound: float | None, unit: str) -> None:
+        if best is not None and best.found:
+            self._best = best
+        self._bound = (bound, unit) if bound is not None and math.isfinite(bound) else self._bound
+        self._notify()
+
+    def _notify(self) -> None:
+        if self.progress is None:
+            return
+        best = self._best
+        mix = () if best is None else tuple((c.key, n) for c, n in zip(self.problem.candidates, best.counts,
+                                                                       strict=True) if n)
+        self.progress(SearchProgress(
+            phase=self._phase, candidates=len(self.problem.candidates), solves=self.solves, best=mix,
+            best_samples_per_s=None if best is None else best.samples_per_s,
+            best_usd_per_hour=None if best is None else best.usd_per_hour,
+            bound=self._bound[0], bound_unit=self._bound[1], elapsed_s=time.perf_counter() - self._begun))
 
     # -- primitives -------------------------------------------------------------------------
 
@@ -71,6 +125,7 @@ class Searcher:
             self.solves += solution.iterations
             self.statuses.add(solution.status)
             self._cache[target] = solution
+            self._notify()
         return self._cache[target]
 
     def throughput(self, solution: Solution) -> float:
@@ -164,22 +219,27 @@ class Searcher:
 
     def min_cost(self, target: float) -> SearchResult:
         start = time.perf_counter()
+        self.announce("min_cost")
         if target > self.upper_rate() * (1 + 1e-9):  # out of reach whatever the mix: no MIP needed
             return self._result("min_cost", None, 0.0, start)
         solution = self.solve_at(target)
         gap = 0.0
         if solution.found and solution.bound_usd_per_hour is not None and solution.usd_per_hour:
             gap = max(0.0, (solution.usd_per_hour - solution.bound_usd_per_hour) / solution.usd_per_hour)
+        self._track(solution, solution.bound_usd_per_hour if solution.found else None, "usd_per_hour")
         return self._result("min_cost", solution, gap, start)
 
-    def max_throughput(self) -> SearchResult:
+    def max_throughput(self, phase: str = "max_throughput") -> SearchResult:
         start = time.perf_counter()
+        self.announce(phase)
         high = self.upper_rate() * (1 + 1e-9)
+        self._track(None, high, "samples_per_s")
         first = self.first_feasible()
         if not first.found:
             return self._result("max_throughput", None, 0.0, start)
         reach = lambda sol, t: max(t, sol.samples_per_s)  # noqa: E731
         best, low = first, reach(first, first.target_samples_per_s)
+        self._track(best, high, "samples_per_s")
         while high - low > self.tolerance * low and not self.out_of_time():
             t = math.sqrt(low * high)
             solution = self.solve_at(t)
@@ -187,10 +247,12 @@ class Searcher:
                 best, low = solution, reach(solution, t)
             else:
                 high = t
+            self._track(best, high, "samples_per_s")
         return self._result("max_throughput", best, (high - low) / high, start)
 
     def min_cost_per_sample(self) -> SearchResult:
         start = time.perf_counter()
+        self.announce("min_cost_per_sample")
         low, high = self.lower_rate(), self.upper_rate()
         best: Solution | None = None
         best_ratio = math.inf
@@ -201,6 +263,7 @@ class Searcher:
                 ratio = solution.usd_per_hour / (3600 * solution.samples_per_s)
                 if ratio < best_ratio:
                     best, best_ratio = solution, ratio
+                    self._track(best, None, "")
 
         first = self.first_feasible()
         if not first.found:
@@ -231,6 +294,8 @@ class Searcher:
             if solution.found:  # nothing is feasible above an infeasible target
                 heapq.heappush(heap, (max(floor(mid), solution.bound_usd_per_hour / (3600 * b)), mid, b,
                                       solution.bound_usd_per_hour))
+            self._track(best, 1e6 * min([settled, best_ratio] + ([heap[0][0]] if heap else [])),
+                        "usd_per_million_samples")
         lower = min([settled, best_ratio] + ([heap[0][0]] if heap else []))
         gap = (best_ratio - lower) / best_ratio if best_ratio > 0 else 0.0
         return self._result("min_cost_per_sample", best, gap, start)
@@ -255,6 +320,7 @@ class Searcher:
         so far (building the rows of 1,000 node counts alone takes seconds)."""
         largest = max((sum(counts) for counts in self.model.evaluated()), default=0)
         self.model.sketch_node_cap = max(FRONTIER_NODES, 2 * largest)
+        self.announce("frontier")
         try:
             return self._frontier(points)
         finally:
@@ -268,7 +334,7 @@ class Searcher:
             # the fastest mix, to within 5 %: the frontier's top point needs no more (bounded work)
             tolerance, self.tolerance = self.tolerance, max(self.tolerance, FRONTIER_TOLERANCE)
             try:
-                top = self.max_throughput()
+                top = self.max_throughput(phase="frontier")
             finally:
                 self.tolerance = tolerance
             best_high = top.samples_per_s

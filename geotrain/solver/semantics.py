@@ -235,7 +235,7 @@ def structurally_feasible(problem: Problem, x: Sequence[int]) -> bool:
     k = sum(x)
     if any(n < c.minimum or n > c.capacity for c, n in zip(cands, x, strict=True)):
         return False
-    if k == 0 or k > problem.node_cap:
+    if k == 0 or k > problem.node_cap or (limits.min_nodes is not None and k < limits.min_nodes):
         return False
     if limits.max_regions is not None and len(counts_by(cands, x, "region")) > limits.max_regions:
         return False

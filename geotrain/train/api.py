@@ -13,7 +13,8 @@ tells it where checkpoints go and when a preemption is coming::
     api.on_preemption_notice(lambda: ...)   # e.g. set a flag; save at the next step boundary
     if api.preemption_notice():             # or poll: the deadline (unix time) or None
         ...
-    api.report_progress(samples=batch_size) # after each step: what ``geotrain profile`` counts
+    api.report_progress(samples=global_batch)  # after each step: what status, cost-report and
+                                               # ``geotrain profile`` count (rank 0's reports)
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -65,11 +65,15 @@ def on_preemption_notice(callback: Callable[[], None]) -> None:
     signal.signal(signal.SIGUSR1, lambda signum, frame: callback())
 
 
-def report_progress(samples: int) -> None:
-    """Say that one step of ``samples`` samples is done. ``geotrain profile`` times these reports (a
-    script that makes them needs no ``--samples-per-step``); elsewhere this does nothing."""
-    path = os.environ.get("GEOTRAIN_PROGRESS_FILE")
-    if not path:
-        return
-    with open(path, "a", encoding="utf-8") as out:
-        out.write(json.dumps({"t": time.time(), "samples": int(samples)}) + "\n")
+def report_progress(samples: int, steps: int = 1) -> None:
+    """Say that ``steps`` training steps (default one) of ``samples`` samples in all are done.
+
+    Under ``geotrain launch``, rank 0's reports are the run's progress, as the built-in runtime's are:
+    ``samples`` counts the samples of those steps over every rank (the global batch, not this rank's
+    share); launch's outcome, ``geotrain status`` and ``geotrain cost-report`` show the totals. Other
+    ranks' reports are not counted. Under ``geotrain profile`` they are what it times (a script that
+    makes them needs no ``--samples-per-step``). Elsewhere this does nothing. Cheap enough to call
+    every step (``geotrain.train.progress``)."""
+    from geotrain.train.progress import reporter
+
+    reporter().report(samples, steps)

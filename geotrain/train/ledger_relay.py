@@ -7,6 +7,10 @@ bytes) becomes one key of the generation's store, ``ledger/<rank>/<n>``, numbere
 counter ``ledger/<rank>/n``; the launcher copies them into the ledger as they come (:func:`drain`),
 with the worker's own timestamps, and deletes them. The store is the one the workers already
 rendezvous through, under the run's secret prefix.
+
+The built-in runtime finds the store in its generation file; a user's script, which has none, in its
+environment (:func:`relay_env`: ``GEOTRAIN_STORE`` = host:port, ``GEOTRAIN_STORE_PREFIX``), which is
+how ``geotrain.train.api.report_progress`` reaches the ledger from another machine.
 """
 
 from __future__ import annotations
@@ -17,6 +21,26 @@ from typing import Any
 
 RELAY_ENV = "GEOTRAIN_LEDGER"
 RELAY_STORE = "store"
+STORE_ENV = "GEOTRAIN_STORE"  # host:port of the launcher's store
+STORE_PREFIX_ENV = "GEOTRAIN_STORE_PREFIX"  # the generation's key prefix in it (the run's secret in it)
+CONNECT_TIMEOUT_S = 60.0
+
+
+def relay_env(store: dict[str, Any], generation: int) -> dict[str, str]:
+    """The environment that lets any process of a worker reach the generation's store (``store``: the
+    generation file's ``store``, host, port and prefix)."""
+    return {STORE_ENV: f"{store['host']}:{store['port']}", STORE_PREFIX_ENV: f"{store['prefix']}/gen{generation}/"}
+
+
+def connect(env: dict[str, str] | Any, rank: int) -> StoreLedger:  # noqa: ANN401 - os.environ or a dict
+    """A :class:`StoreLedger` on the store that :func:`relay_env` describes (imports torch)."""
+    from datetime import timedelta
+
+    import torch.distributed as dist
+
+    host, _, port = env[STORE_ENV].rpartition(":")
+    base = dist.TCPStore(host.strip("[]"), int(port), is_master=False, timeout=timedelta(seconds=CONNECT_TIMEOUT_S))
+    return StoreLedger(dist.PrefixStore(env[STORE_PREFIX_ENV], base), rank)
 
 
 class StoreLedger:
@@ -36,6 +60,9 @@ class StoreLedger:
 
     def progress(self, run_id: str, **fields: Any) -> None:
         self._put({"op": "progress", "run_id": run_id, "at": time.time(), "fields": fields})
+
+    def add_progress(self, run_id: str, **fields: Any) -> None:
+        self._put({"op": "add_progress", "run_id": run_id, "at": time.time(), "fields": fields})
 
     def add_link_bytes(self, run_id: str, generation: int, rows: list[tuple[str, str, str, int]]) -> None:
         if rows:
@@ -70,6 +97,8 @@ def _apply(ledger: Any, record: dict[str, Any]) -> None:  # noqa: ANN401
         ledger.event(record["run_id"], record["kind"], node_id=record["node_id"], at=record["at"], **record["detail"])
     elif op == "progress":
         ledger.progress(record["run_id"], at=record["at"], **record["fields"])
+    elif op == "add_progress":
+        ledger.add_progress(record["run_id"], at=record["at"], **record["fields"])
     elif op == "link_bytes":
         ledger.add_link_bytes(record["run_id"], record["generation"], [tuple(r) for r in record["rows"]],
                               at=record["at"])

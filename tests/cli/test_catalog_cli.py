@@ -6,6 +6,7 @@ from typer.testing import CliRunner
 
 from geotrain import __version__
 from geotrain.cli import app
+from geotrain.app.catalog import DERIVED_COLUMNS
 from geotrain.pricing.schema import COLUMN_NAMES
 
 runner = CliRunner()
@@ -23,7 +24,7 @@ def test_version():
 def test_list_t4_spot_covers_three_clouds():
     result = run("catalog", "list", "--accelerator", "T4", "--market", "spot", "--json")
     assert result.exit_code == 0, result.output
-    offers = json.loads(result.stdout)
+    offers = json.loads(result.stdout)["offers"]
     assert {o["cloud"] for o in offers} >= {"aws", "gcp", "azure"}
     assert all(o["market"] == "spot" and o["accelerator"] == "T4" for o in offers)
     per_accel = [o["price_usd_per_hour"] / o["accelerator_count"] for o in offers]
@@ -33,9 +34,9 @@ def test_list_t4_spot_covers_three_clouds():
 def test_json_offers_are_keyed_by_schema_columns():
     result = run("catalog", "list", "--continent", "europe", "--accelerator", "A100", "--json")
     assert result.exit_code == 0, result.output
-    offers = json.loads(result.stdout)
+    offers = json.loads(result.stdout)["offers"]
     assert offers
-    assert all(list(o) == list(COLUMN_NAMES) for o in offers)
+    assert all(list(o) == [*COLUMN_NAMES, *DERIVED_COLUMNS] for o in offers)
     assert all(o["continent"] == "europe" and o["accelerator"].startswith("A100") for o in offers)
 
 
@@ -73,13 +74,15 @@ def test_import_merges_and_becomes_current_then_use_bundled(tmp_path):
     result = run("catalog", "import", str(path))
     assert result.exit_code == 0, result.output
     assert "is now current" in result.stdout
-    owned = json.loads(run("catalog", "list", "--market", "owned", "--json").stdout)
+    owned = json.loads(run("catalog", "list", "--market", "owned", "--json").stdout)["offers"]
     assert [o["instance_type"] for o in owned] == ["rtx8000-ws"]
-    assert json.loads(run("catalog", "list", "--accelerator", "T4", "--json").stdout)  # cloud offers kept
+    assert json.loads(run("catalog", "list", "--accelerator", "T4", "--json").stdout)["offers"]  # cloud offers kept
     listing = json.loads(run("catalog", "snapshots", "--json").stdout)
-    assert [s["current"] for s in listing].count(True) == 1 and not listing[0]["current"]
+    rows = listing["snapshots"]
+    assert [s["current"] for s in rows].count(True) == 1 and not rows[0]["current"]
+    assert listing["current"] == next(s["snapshot_id"] for s in rows if s["current"]) != rows[0]["snapshot_id"]
     assert run("catalog", "use", "bundled").exit_code == 0
-    assert json.loads(run("catalog", "list", "--market", "owned", "--json").stdout) == []
+    assert json.loads(run("catalog", "list", "--market", "owned", "--json").stdout)["offers"] == []
 
 
 def test_show_summary_json():

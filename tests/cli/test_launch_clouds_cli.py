@@ -30,7 +30,7 @@ def test_a_dry_run_shows_each_clouds_calls_and_the_startup_script_but_not_the_to
     result = runner.invoke(app, ["launch", str(mix), "--provider", "aws,gcp,azure", "--dry-run", "--json",
                                  "--control-address", "203.0.113.7"])
     assert result.exit_code == 0, result.output
-    nodes = json.loads(result.output)
+    nodes = json.loads(result.stdout)["nodes"]
     assert [n["provider"] for n in nodes] == ["aws", "gcp", "azure"]
     calls = {n["provider"]: [c["call"] for c in n["calls"]] for n in nodes}
     assert "ec2.run_instances" in calls["aws"] and "compute.instances.insert" in calls["gcp"]

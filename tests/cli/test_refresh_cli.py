@@ -54,7 +54,7 @@ def aws_env(no_clouds, monkeypatch, aws_fake):
 def test_check_without_credentials_says_per_cloud_what_to_set(no_clouds):
     result = runner.invoke(app, ["check", "--json"])
     assert result.exit_code == 4, result.output
-    reports = {r["cloud"]: r for r in json.loads(result.stdout)}
+    reports = {r["cloud"]: r for r in json.loads(result.stdout)["clouds"]}
     assert set(reports) == {"aws", "gcp", "azure"} and not any(r["ok"] for r in reports.values())
     assert "AWS_PROFILE" in reports["aws"]["message"]
     assert "GOOGLE_APPLICATION_CREDENTIALS" in reports["gcp"]["message"]
@@ -64,7 +64,7 @@ def test_check_without_credentials_says_per_cloud_what_to_set(no_clouds):
 def test_check_against_the_aws_fake_is_ok_and_names_the_account(aws_env):
     result = runner.invoke(app, ["check", "--cloud", "aws", "--json"])
     assert result.exit_code == 0, result.output
-    (report,) = json.loads(result.stdout)
+    (report,) = json.loads(result.stdout)["clouds"]
     assert report["ok"] and report["identity"] and report["missing"] == []
 
 
@@ -78,7 +78,8 @@ def test_refresh_then_list_plan_and_history_use_the_live_prices(aws_env):
     assert store.current_id() == summary["snapshot_id"] != before
     (aws,) = summary["clouds"]
     assert aws["offers"] == summary["offers"] and aws["calls"]
-    listed = json.loads(runner.invoke(app, ["catalog", "list", "--cloud", "aws", "--region", "us-east-1", "--json"]).stdout)
+    listed = json.loads(runner.invoke(app, ["catalog", "list", "--cloud", "aws", "--region", "us-east-1",
+                                            "--json"]).stdout)["offers"]
     live = [r for r in listed if r["source"].startswith("aws-")]
     assert len(live) == summary["offers"]
     plain = runner.invoke(app, ["catalog", "list", "--cloud", "aws", "--region", "us-east-1", "--accelerator", "T4",
@@ -92,12 +93,12 @@ def test_refresh_then_list_plan_and_history_use_the_live_prices(aws_env):
     assert not any("days ago" in a for a in json.loads(plan.stdout)["assumptions"])
     zone = next(r["zone"] for r in live if r["instance_type"] == "g4dn.xlarge" and r["market"] == "spot")
     history = json.loads(runner.invoke(app, ["catalog", "history", "--instance-type", "g4dn.xlarge", "--zone", zone,
-                                             "--json"]).stdout)
+                                             "--json"]).stdout)["prices"]
     assert {h["source"] for h in history} >= {"aws-spot-price-history"} and len(history) >= 2  # bundled + live
     live = runner.invoke(app, ["catalog", "history", "--instance-type", "g4dn.xlarge", "--zone", zone, "--live", "7",
                                "--json"])
     assert live.exit_code == 0, live.output
-    api = [h for h in json.loads(live.stdout) if h["source"] == "aws-spot-price-history-api"]
+    api = [h for h in json.loads(live.stdout)["prices"] if h["source"] == "aws-spot-price-history-api"]
     assert api and all(h["zone"] == zone and h["snapshot_id"] is None for h in api)
 
 

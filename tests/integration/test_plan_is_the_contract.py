@@ -59,7 +59,7 @@ def test_the_run_trains_what_the_plan_says_and_three_commands_print_one_cost(tmp
     sent = sum(b.bytes for b in ledger.link_bytes(run_id))
     assert sent == 2 * (steps // 4) * parameters * 2
     # the same dollars from launch, status and cost-report
-    report = json.loads(geotrain("cost-report", run_id, "--json").stdout)
+    (report,) = json.loads(geotrain("cost-report", run_id, "--json").stdout)["runs"]
     status = geotrain("status", run_id).stdout
     total = f"{report['total_usd']:,.4f}"
     assert re.search(r"restart\(s\), \$([0-9.,]+) in", launched.stdout).group(1) == total
@@ -102,7 +102,7 @@ def test_the_spend_limit_stops_the_run_before_it_overshoots(tmp_path):
     ledger = Ledger()
     run_id = ledger.latest_run_id()
     assert ledger.run(run_id).status == "stopped"
-    total = json.loads(geotrain("cost-report", run_id, "--json").stdout)["total_usd"]
+    total = json.loads(geotrain("cost-report", run_id, "--json").stdout)["runs"][0]["total_usd"]
     # one progress interval's spend: the run's $/s while it trained × the time between two progress reports
     rows = ledger.progress_rows(run_id)
     assert len(rows) >= 3, "the run trained a while before the limit"

@@ -148,7 +148,7 @@ def test_cli_json_csv_and_a_plot(ledger, tmp_path):
     runner = CliRunner()
     result = runner.invoke(app, ["cost-report", RUN, "--json"])
     assert result.exit_code == 0, result.output
-    data = json.loads(result.stdout)
+    (data,) = json.loads(result.stdout)["runs"]
     assert data["total_usd"] == pytest.approx(cost_reports(RUN, ledger=ledger)[0].report.total_usd)
     assert data["interruptions"]["preemptions"] == 1 and data["on_demand"]["saving"] is not None
     result = runner.invoke(app, ["cost-report", "--all", "--csv"])

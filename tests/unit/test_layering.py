@@ -9,7 +9,7 @@ The layers, top to bottom (README, Development, draws the same):
     planning  billing        plan a job; the cost of a run (the one cost function)
     perf  solver  pricing  providers  train
     ledger
-    config
+    config  taskfile
     specfile  files  procs
     domain
     errors
@@ -31,7 +31,7 @@ LAYERS: list[set[str]] = [
     {"providers"},  # a cloud provider builds its SDK clients as that cloud's price source does
     {"perf", "solver", "pricing", "train"},
     {"ledger"},
-    {"config"},
+    {"config", "taskfile"},
     {"specfile", "files", "procs", "node"},
     {"domain"},
     {"errors"},

@@ -21,7 +21,7 @@ Constraints (all strategies)
 ----------------------------
 ::
 
-    Σ_k w_k = 1,   n = Σ_k k·w_k                                          node count
+    Σ_k w_k = 1,   n = Σ_k k·w_k,   n_min ≤ n ≤ N                         node count (n_min: a pinned count)
     y_p ≤ C_p ≤ U_p·y_p;   Y_r ≥ y_p (p ∈ r), Y_r ≤ Σ_{p∈r} y_p;   Σ_r Y_r ≤ max_regions
     C_p ≤ max_per_zone,   C_p ≤ share_z·n                               correlated-preemption hedge
     Σ_{spot} x_i ≤ share_spot·n,   Σ_{i∈scope} acc_i·x_i ≤ quota          spot share, quotas

@@ -55,7 +55,7 @@ class Builder:
         self.x = [s.IntVar(c.minimum, c.capacity, f"x{i}") for i, c in enumerate(cands)]
         self.w = {k: s.BoolVar(f"w{k}") for k in tb.ks}
         self.row([(w, 1.0) for w in self.w.values()], 1, 1)
-        self.total = s.NumVar(0, N, "n")
+        self.total = s.NumVar(self.p.limits.min_nodes or 0, N, "n")
         self.row([(self.total, 1.0)] + [(x, -1.0) for x in self.x], 0, 0)
         self.row([(self.total, 1.0)] + [(w, -k) for k, w in self.w.items()], 0, 0)
         self.y = {p: s.BoolVar(f"y[{p}]") for p in tb.places}

@@ -1,0 +1,195 @@
+"""``geotrain exec`` and ``geotrain ssh``: a run's nodes, a command on them, a shell on one.
+
+A run's nodes are the ledger's, in launch order (``--node`` takes a node id or its index in that
+list, from 0); whether one is up is its provider's word. The provider is made from the ledger as
+``launch --resume`` makes it, without the launch's injected faults. Commands run through the
+provider's own ``start`` (the local node agent, or the remote node agent's channel), so a command
+is one of the node's processes and ends with the node; a login is the provider's optional
+:class:`~geotrain.providers.base.NodeLogin`.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from geotrain.errors import InputError, NotFoundError
+from geotrain.files import geotrain_home
+from geotrain.launcher.options import LaunchOptions
+from geotrain.launcher.preemptions import PreemptionSchedule
+from geotrain.launcher.workers import node_dir
+from geotrain.ledger import Ledger, NodeRow, RunRow
+from geotrain.providers.base import LoginCommand, NodeInfo, NodeLogin, NodeProcess, NodeState, Provider
+from geotrain.train.worker_env import worker_env
+
+POLL_S = 0.1
+KNOWN_SHOWN = 10  # runs named in an "unknown run" message
+
+
+@dataclass(frozen=True, slots=True)
+class RunNodes:
+    """A run, its nodes in launch order, and its provider's view of them."""
+
+    run: RunRow
+    nodes: tuple[NodeRow, ...]
+
+    def pick(self, key: str) -> NodeRow:
+        """The node ``key`` names: its id, or its index in :attr:`nodes`. InputError naming the known ones."""
+        for node in self.nodes:
+            if node.node_id == key:
+                return node
+        if key.isdigit() and int(key) < len(self.nodes):
+            return self.nodes[int(key)]
+        known = "; ".join(f"{i} {n.node_id} ({n.end_reason or 'running'})" for i, n in enumerate(self.nodes))
+        raise InputError(f"--node: run {self.run.run_id} has no node {key!r}; its nodes: {known or 'none'} "
+                         "(give a node id or its index)")
+
+
+def run_nodes(run_id: str | None) -> RunNodes:
+    """The run ``run_id`` (None: the latest), or InputError naming the known runs."""
+    try:
+        ledger = Ledger(create=False)
+    except NotFoundError:
+        raise InputError("no run yet (geotrain has no ledger here); start one with `geotrain launch`") from None
+    if run_id is None:
+        run_id = ledger.latest_run_id()
+        if run_id is None:
+            raise InputError("no run yet; start one with `geotrain launch`")
+    try:
+        row = ledger.run(run_id)
+    except NotFoundError:
+        runs = [r.run_id for r in ledger.runs()][::-1]
+        more = f" and {len(runs) - KNOWN_SHOWN} older (see `geotrain status`)" if len(runs) > KNOWN_SHOWN else ""
+        raise InputError(f"no run {run_id!r}; known runs, newest first: {', '.join(runs[:KNOWN_SHOWN]) or 'none'}"
+                         f"{more}") from None
+    return RunNodes(row, tuple(ledger.nodes(run_id)))
+
+
+def run_provider(run: RunRow) -> Provider:
+    """The run's provider, made as ``launch --resume`` makes it, without the launch's injected faults."""
+    from geotrain.app.launch import get_provider
+    from geotrain.planning.planfile import plan_from_dict
+
+    options = replace(LaunchOptions.from_dict(run.options), preemptions=PreemptionSchedule())
+    plan = plan_from_dict(json.loads(run.plan_json), f"ledger run {run.run_id}")
+    return get_provider(run.provider, options, plan.job.onprem_inventory)
+
+
+# -- exec ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ExecResult:
+    node_id: str
+    exit_code: int  # the command's; a signal N is 128 + N, as a shell says it
+    log: Path  # the command's whole output
+
+
+def exec_on_nodes(run_id: str | None, node: str | None, argv: Sequence[str], *,
+                  emit: Callable[[str, str], None], skipped: Callable[[str, str], None]) -> list[ExecResult]:
+    """Run ``argv`` on every node of the run that is up (or on ``node``), in the node's directory, and
+    give each line of output to ``emit(node_id, line)`` as it comes; ``skipped(node_id, why)`` for each
+    node not up. The command's environment is this one's (rank variables dropped) with
+    ``GEOTRAIN_RUN_ID``, ``GEOTRAIN_NODE_ID`` and ``GEOTRAIN_NODE_DIR``. Ctrl-C kills the commands."""
+    if not argv:
+        raise InputError("give the command after `--`, e.g. geotrain exec RUN -- nvidia-smi")
+    found = run_nodes(run_id)
+    chosen = [found.pick(node)] if node is not None else list(found.nodes)
+    provider = run_provider(found.run)
+    live = {n.node_id: n for n in provider.list(found.run.run_id)}
+    up = []
+    for row in chosen:
+        info = live.get(row.node_id)
+        if info is not None and info.state == NodeState.RUNNING:
+            up.append(info)
+        else:
+            skipped(row.node_id, _not_up(info, row))
+    if not up:
+        raise InputError(f"no node of run {found.run.run_id} is up ({found.run.status}): nothing to run "
+                         + ("that node on" if node is not None else "the command on"))
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    folder = geotrain_home() / "runs" / found.run.run_id / "exec"
+    started: list[tuple[NodeInfo, NodeProcess, _Tail]] = []
+    try:
+        for info in up:
+            log = folder / f"{stamp}-{info.node_id}.log"
+            env = worker_env({"GEOTRAIN_RUN_ID": found.run.run_id, "GEOTRAIN_NODE_ID": info.node_id})
+            where = node_dir(provider, info.node_id)
+            if where is not None:
+                env["GEOTRAIN_NODE_DIR"] = str(where)
+            started.append((info, provider.start(info.node_id, list(argv), env, log), _Tail(log)))
+        codes: dict[str, int] = {}
+        while len(codes) < len(started):
+            time.sleep(POLL_S)
+            for info, proc, tail in started:
+                if info.node_id in codes:
+                    continue
+                code = proc.poll()  # a remote node's poll also copies its new output into the log
+                for line in tail.lines(final=code is not None):
+                    emit(info.node_id, line)
+                if code is not None:
+                    codes[info.node_id] = 128 - code if code < 0 else code
+    except BaseException:
+        for _, proc, _ in started:
+            if proc.poll() is None:
+                try:
+                    proc.kill()
+                except (ProcessLookupError, OSError):
+                    pass
+        raise
+    return [ExecResult(info.node_id, codes[info.node_id], tail.path) for info, _, tail in started]
+
+
+def first_failure(results: Sequence[ExecResult]) -> int:
+    """The exit code of ``geotrain exec``: the first non-zero one, in node order, else 0."""
+    return next((r.exit_code for r in results if r.exit_code != 0), 0)
+
+
+def _not_up(info: NodeInfo | None, row: NodeRow) -> str:
+    if info is None:
+        return f"not up ({row.end_reason or 'unknown to its provider'})"
+    return f"not up ({info.state.value}{f': {info.end_reason}' if info.end_reason else ''})"
+
+
+class _Tail:
+    """The new complete lines of a growing file (the last, partial one too when ``final``)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.offset = 0
+        self.partial = b""
+
+    def lines(self, *, final: bool = False) -> list[str]:
+        try:
+            with open(self.path, "rb") as handle:
+                handle.seek(self.offset)
+                data = handle.read()
+        except FileNotFoundError:
+            data = b""
+        self.offset += len(data)
+        data = self.partial + data
+        *whole, self.partial = data.split(b"\n")
+        if final and self.partial:
+            whole.append(self.partial)
+            self.partial = b""
+        return [line.decode("utf-8", errors="replace").rstrip("\r") for line in whole]
+
+
+# -- ssh ----------------------------------------------------------------------------------------
+
+
+def login(run_id: str, node: str, command: Sequence[str] = ()) -> LoginCommand:
+    """How to log into ``node`` of the run (see :class:`~geotrain.providers.base.NodeLogin`): InputError
+    for a node whose provider has no login (cloud VMs: geotrain opens no SSH port on them)."""
+    found = run_nodes(run_id)
+    row = found.pick(node)
+    provider = run_provider(found.run)
+    cmd = provider.login_command(row.node_id, tuple(command)) if isinstance(provider, NodeLogin) else None
+    if cmd is None:
+        raise InputError(f"node {row.node_id} is a {row.cloud} VM ({found.run.provider} provider): geotrain opens "
+                         "no SSH port on cloud VMs (only its node agent's port, to the launcher); run commands on it "
+                         f"with `geotrain exec {found.run.run_id} --node {row.node_id} -- CMD`")
+    return cmd

@@ -1,0 +1,177 @@
+"""A task file's commands on the nodes: ``setup`` once per node, ``run`` in every generation.
+
+Each node's worker is ``bash -c WRAPPER``: the wrapper runs the task's ``setup`` the first time it
+starts on a node (a marker in the node's directory says it succeeded; a failed setup fails the worker,
+which the restart budget counts), then replaces itself with ``bash -c RUN``, whose exit code is the
+worker's. Both start in the task's working directory. The environment is the worker's (``RANK``,
+``WORLD_SIZE``, ``MASTER_ADDR``, ``MASTER_PORT``, ``GEOTRAIN_*``), the task's ``envs``, and what SkyPilot
+gives a task, so its multi-node scripts run unchanged:
+
+- ``SKYPILOT_NODE_RANK`` (0 = the head), ``SKYPILOT_NUM_NODES``, ``SKYPILOT_NODE_IPS`` (one address
+  per line, the head first), ``SKYPILOT_TASK_ID`` (the run id);
+- ``SKYPILOT_NUM_GPUS_PER_NODE``: the node's accelerators on a cloud; 1 on the local provider, where a
+  node is a process group of this machine (one process per node).
+
+On the local provider (one host) a node's directory is its home: ``HOME`` is set to it, the workdir
+is copied to ``~/sky_workdir`` there (as SkyPilot syncs it) and ``file_mounts`` to their destinations
+(``~/x`` or a relative path: under that home; other absolute paths are refused). Nodes on other
+machines get neither (``check_task`` refuses a task with a workdir or file mounts there).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+from geotrain.domain import TaskRun
+from geotrain.errors import InputError
+from geotrain.launcher.workers import node_dir
+
+SETUP_DONE = "task-setup.done"
+WORKDIR_NAME = "sky_workdir"
+_IGNORED = shutil.ignore_patterns(".git", ".venv", "__pycache__", ".mypy_cache", ".pytest_cache", "node_modules")
+MAX_COPY_BYTES = 1 << 30  # a workdir or mount larger than this is refused (it would be copied per node)
+
+WRAPPER = r"""
+if [ -n "${GEOTRAIN_TASK_SETUP:-}" ] && [ ! -e "${GEOTRAIN_NODE_DIR:-.}/task-setup.done" ]; then
+  echo "geotrain: running the task's setup on node ${GEOTRAIN_NODE_ID:-}" >&2
+  bash -c "$GEOTRAIN_TASK_SETUP" || { rc=$?; echo "geotrain: the task's setup failed (exit $rc)" >&2; exit $rc; }
+  : > "${GEOTRAIN_NODE_DIR:-.}/task-setup.done"
+fi
+exec bash -c "${GEOTRAIN_TASK_RUN:-true}"
+""".strip()
+
+
+def task_argv() -> list[str]:
+    return ["bash", "-c", WRAPPER, "geotrain-task"]
+
+
+def check_task(task: TaskRun, *, shared_host: bool) -> None:
+    """Refuse before any node starts what the nodes of this launch cannot be given."""
+    if not task.run:
+        raise InputError("the task has no run: nothing to train; add run: (the command each node runs)")
+    if not shared_host and (task.workdir or task.file_mounts):
+        raise InputError("workdir and file_mounts are copied only to the local provider's nodes; on cloud and "
+                         "on-prem nodes fetch the code in setup (e.g. git clone, pip install) and read data from "
+                         "storage (checkpoint_url, dataset)")
+    for dest, source in task.file_mounts:
+        _mount_target(Path("/node"), dest)  # refuses destinations outside the node's home
+        if not Path(source).exists():
+            raise InputError(f"file_mounts: {dest}: {source} does not exist")
+    if task.workdir and not Path(task.workdir).is_dir():
+        raise InputError(f"workdir: {task.workdir} is not a directory")
+    for path in [task.workdir, *(s for _, s in task.file_mounts)]:
+        if path and _size(Path(path)) > MAX_COPY_BYTES:
+            raise InputError(f"{path} holds more than {MAX_COPY_BYTES >> 20} MiB, which would be copied to every "
+                             "node; put large data in storage and read it from the task")
+
+
+def task_env(task: TaskRun, *, rank: int, addresses: list[str], accelerators: int, shared_host: bool,
+             run_id: str, node_home: Path | None) -> dict[str, str]:
+    """What a task's command gets beside the worker's environment."""
+    gpus = 1 if shared_host else accelerators
+    env = {
+        **dict(task.envs),
+        "SKYPILOT_NODE_RANK": str(rank), "SKYPILOT_NUM_NODES": str(len(addresses)),
+        "SKYPILOT_NODE_IPS": "\n".join(addresses), "SKYPILOT_NUM_GPUS_PER_NODE": str(max(1, gpus)),
+        "SKYPILOT_TASK_ID": run_id,
+        "GEOTRAIN_TASK_RUN": task.run or "", "GEOTRAIN_TASK_SETUP": task.setup or "",
+    }
+    if node_home is not None:
+        env["HOME"] = str(node_home)
+    return env
+
+
+def task_command(la, node, rank: int, env: dict[str, str]) -> Path | None:  # noqa: ANN001 - Launcher, NodeInfo
+    """Add the task's environment to a worker's ``env`` (in place) and prepare a local node's home;
+    the directory the command starts in (None: the node agent's own)."""
+    task = la.plan.job.task
+    shared = la.provider.capabilities.shared_host
+    home = node_dir(la.provider, node.node_id) if shared else None
+    offer = la.offers.get(node.offer_id)
+    env.update(task_env(task, rank=rank, addresses=[m.address for m in la.members],
+                        accelerators=offer.shape.accelerator_count if offer else 0, shared_host=shared,
+                        run_id=la.run_id, node_home=home))
+    return prepare_node(task, home) if home is not None else None
+
+
+def _ignore(skip: Path):  # noqa: ANN202 - a copytree ignore function
+    """Leave out caches and version control, and ``skip`` (geotrain's own home, where the nodes live: a
+    workdir that holds it would otherwise be copied into itself)."""
+    def ignore(directory: str, names: list[str]) -> set[str]:
+        out = set(_IGNORED(directory, names))
+        for name in names:
+            try:
+                if Path(directory, name).resolve() == skip:
+                    out.add(name)
+            except OSError:
+                out.add(name)
+        return out
+
+    return ignore
+
+
+def _copy(src: Path, target: Path) -> None:
+    from geotrain.files import geotrain_home
+
+    try:
+        if src.is_dir():
+            shutil.copytree(src, target, ignore=_ignore(geotrain_home().resolve()), symlinks=True)
+        else:
+            shutil.copy2(src, target)
+    except (OSError, shutil.Error) as exc:
+        first = exc.args[0][0] if isinstance(exc, shutil.Error) and exc.args and exc.args[0] else exc
+        raise InputError(f"could not copy {src} to the node: {str(first)[:300]}") from None
+
+
+def prepare_node(task: TaskRun, node_home: Path) -> Path:
+    """Copy the workdir and file mounts into a local node's home (once; later generations reuse them);
+    the directory setup and run start in."""
+    node_home.mkdir(parents=True, exist_ok=True)
+    for dest, source in task.file_mounts:
+        target = _mount_target(node_home, dest)
+        if target.exists():
+            continue
+        target.parent.mkdir(parents=True, exist_ok=True)
+        _copy(Path(source), target)
+    if not task.workdir:
+        return node_home
+    workdir = node_home / WORKDIR_NAME
+    if not workdir.exists():
+        partial = node_home / f".{WORKDIR_NAME}.partial"
+        shutil.rmtree(partial, ignore_errors=True)
+        _copy(Path(task.workdir), partial)
+        os.replace(partial, workdir)  # a half-copied workdir is never taken for a whole one
+    return workdir
+
+
+def _mount_target(home: Path, dest: str) -> Path:
+    if dest.startswith("~/"):
+        rel = dest[2:]
+    elif dest.startswith("/"):
+        raise InputError(f"file_mounts: {dest}: a local node cannot write outside its home; mount it at ~/"
+                         f"{dest.strip('/')} (a node's home on the local provider is its own directory)")
+    else:
+        rel = dest
+    parts = Path(rel).parts
+    if not parts or ".." in parts:
+        raise InputError(f"file_mounts: {dest!r}: not a path inside the node's home")
+    return home.joinpath(*parts)
+
+
+def _size(path: Path) -> int:
+    if path.is_file():
+        return path.stat().st_size
+    total = 0
+    for root, dirs, files in os.walk(path):
+        dirs[:] = [d for d in dirs if d not in (".git", ".venv", "__pycache__", "node_modules")]
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(root, name)).st_size
+            except OSError:
+                pass
+        if total > MAX_COPY_BYTES:
+            break
+    return total
+

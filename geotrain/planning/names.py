@@ -1,0 +1,47 @@
+"""The names a job may filter offers by, checked before planning: a cloud, region or accelerator that
+no offer has is a typo, said so by name (exit 2), never an empty candidate set.
+
+Known clouds are the providers geotrain has (and ``onprem``) plus every cloud of the snapshot's offers
+and the inventory's, so an imported cloud (e.g. ``lambda``) is known. Known regions and accelerators
+are those of the offers (an accelerator name also matches its variants: ``A100`` is known where an
+``A100-80GB`` is offered).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from geotrain.domain import CLOUD_ONPREM, JobSpec, Offer
+from geotrain.errors import InputError
+from geotrain.providers.registry import CLOUD_PROVIDERS
+
+BUILTIN_CLOUDS = frozenset({*CLOUD_PROVIDERS, CLOUD_ONPREM})
+CPU = "CPU"
+
+
+def check_names(job: JobSpec, offers: Sequence[Offer]) -> None:
+    """Raise :class:`InputError` for the first cloud, region or accelerator of the job's constraints
+    that no offer (nor the built-in clouds) knows."""
+    c = job.constraints
+    clouds = BUILTIN_CLOUDS | {o.location.cloud for o in offers}
+    _check("cloud", c.clouds, clouds, lambda name, known: name in known)
+    regions = {o.location.region for o in offers} | {o.location.region_scope for o in offers}
+    _check("region", c.regions, regions, lambda name, known: name in known, shown=8)
+    accelerators = {o.shape.accelerator for o in offers if o.shape.accelerator} | {CPU}
+    _check("accelerator", c.accelerators, accelerators, _accelerator_known)
+
+
+def _accelerator_known(name: str, known: set[str]) -> bool:
+    lower = name.lower()
+    return any(a.lower() == lower or a.lower().startswith(lower + "-") for a in known)
+
+
+def _check(what: str, wanted: Iterable[str] | None, known: set[str], matches, shown: int | None = None) -> None:  # noqa: ANN001
+    for name in sorted(wanted or ()):
+        if not matches(name, known):
+            listed = sorted(known)
+            more = ""
+            if shown is not None and len(listed) > shown:
+                more = f", … ({len(listed) - shown} more; `geotrain catalog list` shows them)"
+                listed = listed[:shown]
+            raise InputError(f"unknown {what} {name!r}; known: {', '.join(listed)}{more}")

@@ -1,0 +1,277 @@
+"""A SkyPilot task file (YAML) → a geotrain job spec mapping (``geotrain.config`` reads it).
+
+``geotrain plan task.yaml`` and ``geotrain launch task.yaml`` take a SkyPilot task as it is::
+
+    name: minGPT-ddp
+    num_nodes: 2                      # exactly this many nodes (a pinned shape)
+    resources:
+      accelerators: A100:8            # or {A100: 8, H100: 8}, or [A100:8, H100:8]: any of them
+      use_spot: true                  # true: spot only; false: on-demand only; absent: the plan chooses
+      infra: aws/us-east-1            # or cloud: aws, region: us-east-1, zone: use1-az4
+      cpus: 8+                        # 8: exactly 8; 8+: at least 8 (memory likewise, in GiB)
+      instance_type: p4d.24xlarge
+      any_of: [{infra: gcp}, {infra: aws}]    # or ordered: the candidate set (the plan picks by its objective)
+    workdir: .                        # copied to each node (~/sky_workdir there); setup and run start in it
+    file_mounts: {~/data: ./data}     # local files copied to each node
+    envs: {EPOCHS: 3}
+    setup: pip install -r requirements.txt    # once per node
+    run: torchrun --nnodes=$SKYPILOT_NUM_NODES --node_rank=$SKYPILOT_NODE_RANK ... main.py
+
+and geotrain's own fields beside them, which extend it: ``workload``, ``target_samples_per_s``,
+``budget_usd_per_hour``, ``total_samples``, ``deadline_h``, ``objective``, ``strategy``, ``sync``,
+``constraints``, ``dataset``, ``onprem``, ``checkpoint_url``, ``model``, ``rates`` (as in a job spec,
+``geotrain.config``). A task without ``workload`` is planned on price alone for its shape
+(``num_nodes``, default 1, as SkyPilot's), the cheapest offers that match; with one, the perf model
+chooses, and ``num_nodes`` (when given) pins the node count.
+
+What geotrain does not do is refused by name, never ignored: e.g. ``service`` (serving),
+``resources.ports``, ``resources.image_id``, ``file_mounts`` from cloud storage.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from geotrain.domain import UNMODELLED_WORKLOAD
+from geotrain.errors import JobSpecError
+
+# Top-level SkyPilot keys that make a file a task file (a job spec has none of them).
+TASK_KEYS = frozenset({"resources", "run", "setup", "num_nodes", "workdir", "envs", "file_mounts"})
+
+# SkyPilot task fields geotrain does not do, with what to do instead.
+_REFUSED_TOP = {
+    "service": "geotrain trains; it does not serve models (SkyServe)",
+    "config": "SkyPilot's per-task config overrides have no geotrain meaning; remove it",
+    "secrets": "give secrets through the environment of `geotrain launch`, or envs",
+    "volumes": "give data through file_mounts (local files) or the job's dataset section",
+    "event_callback": "not supported",
+    "inputs": "give the dataset's location in geotrain's dataset section",
+    "outputs": "not supported",
+    "experimental": "not supported",
+    "pool": "not supported",
+}
+_REFUSED_RESOURCES = {
+    "ports": "geotrain opens no ports on nodes but its agent's",
+    "image_id": "geotrain boots each cloud's deep-learning image",
+    "disk_size": "geotrain boots the image's default disk",
+    "disk_tier": "geotrain boots the image's default disk",
+    "network_tier": "not supported",
+    "labels": "geotrain labels nodes with the run id",
+    "accelerator_args": "not supported",
+    "job_recovery": "geotrain always recovers from preemptions (checkpoints and re-planning)",
+    "spot_recovery": "geotrain always recovers from preemptions (checkpoints and re-planning)",
+    "autostop": "a run's nodes end when it ends",
+    "use_spot_recovery": "not supported",
+    "priority": "not supported",
+    "volumes": "not supported",
+}
+_RESOURCE_KEYS = ("infra", "cloud", "region", "zone", "accelerators", "use_spot", "cpus", "memory", "instance_type")
+_CLOUD_ALIASES = {"aws": "aws", "gcp": "gcp", "azure": "azure", "onprem": "onprem"}
+_AMOUNT = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(\+?)\s*$")
+
+
+def is_task(data: Mapping[str, Any]) -> bool:
+    """Whether a YAML mapping is a SkyPilot task (it has one of the task's own keys)."""
+    return any(key in data for key in TASK_KEYS)
+
+
+def task_to_job(data: Mapping[str, Any], origin: str) -> dict[str, Any]:
+    """The job spec mapping of a task: SkyPilot's fields turned into geotrain's ``constraints``
+    (``resources``, ``node_count``, ``spot_only``) and ``task`` section; geotrain's own fields kept."""
+    for key, why in _REFUSED_TOP.items():
+        if key in data:
+            raise JobSpecError(f"{origin}: {key}: not supported by geotrain ({why})")
+    job = {k: v for k, v in data.items() if k not in TASK_KEYS}
+    if "task" in job:
+        raise JobSpecError(f"{origin}: task: a task file gives run, setup, workdir, envs and file_mounts at the "
+                           "top level, not in a task section")
+    job.setdefault("name", Path(origin).stem if origin.endswith((".yaml", ".yml")) else "task")
+    job["name"] = str(job["name"])
+    if "workload" not in job:
+        job["workload"] = UNMODELLED_WORKLOAD
+        if any(k in job for k in ("target_samples_per_s", "budget_usd_per_hour", "total_samples", "deadline_h")):
+            raise JobSpecError(f"{origin}: workload: required with a throughput target, budget or deadline (the "
+                               "perf model must know what trains); add workload: NAME (a built-in one, or your own "
+                               "with a model section and --rates), or leave the goal out to plan on price alone")
+    constraints = dict(_mapping(job.get("constraints") or {}, f"{origin}: constraints"))
+    resources = _resources(data.get("resources"), origin)
+    if resources:
+        if "resources" in constraints:
+            raise JobSpecError(f"{origin}: constraints.resources: give the resources once, in SkyPilot's "
+                               "resources section")
+        constraints["resources"] = resources
+    num_nodes = data.get("num_nodes")
+    if num_nodes is not None:
+        if isinstance(num_nodes, bool) or not isinstance(num_nodes, int) or not 1 <= num_nodes <= 10_000:
+            raise JobSpecError(f"{origin}: num_nodes: must be a whole number from 1 to 10000, got {num_nodes!r}")
+        constraints["node_count"] = num_nodes
+    elif job["workload"] == UNMODELLED_WORKLOAD:
+        constraints["node_count"] = 1  # SkyPilot's default; with a workload the planner chooses
+    if constraints:
+        job["constraints"] = constraints
+    task: dict[str, Any] = {}
+    for key in ("run", "setup"):
+        if data.get(key) is not None:
+            task[key] = data[key]
+    workdir = data.get("workdir")
+    if workdir is not None:
+        if not isinstance(workdir, str):
+            raise JobSpecError(f"{origin}: workdir: must be a local directory; a git workdir (url, ref) is not "
+                               "supported: clone it in setup instead")
+        task["workdir"] = workdir
+    if data.get("envs") is not None:
+        task["envs"] = data["envs"]
+    mounts = data.get("file_mounts")
+    if mounts is not None:
+        for dest, source in _mapping(mounts, f"{origin}: file_mounts").items():
+            if not isinstance(source, str):
+                raise JobSpecError(f"{origin}: file_mounts.{dest}: storage mounts (source, store, mode) are not "
+                                   "supported; give a local path, or read the bucket from your script")
+            if "://" in source:
+                raise JobSpecError(f"{origin}: file_mounts.{dest}: {source!r}: mounting cloud storage is not "
+                                   "supported; copy it in setup (e.g. aws s3 cp) or read it from your script")
+        task["file_mounts"] = mounts
+    if task:
+        job["task"] = task
+    return job
+
+
+def _mapping(value: Any, where: str) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise JobSpecError(f"{where}: must be a mapping of field: value, got {type(value).__name__}")
+    return value
+
+
+def _resources(value: Any, origin: str) -> list[dict[str, Any]]:
+    """SkyPilot's ``resources`` → a list of resource choices (ResourceFilter mappings): one per
+    ``any_of``/``ordered`` item (each over the base fields) and per accelerator alternative."""
+    if value is None:
+        return []
+    where = f"{origin}: resources"
+    if isinstance(value, list):
+        raise JobSpecError(f"{where}: must be a mapping; for alternatives use any_of: [...] inside it")
+    base = dict(_mapping(value, where))
+    if "any_of" in base and "ordered" in base:
+        raise JobSpecError(f"{where}: give one of any_of and ordered")
+    alternatives = []
+    for key in ("any_of", "ordered"):
+        if key in base:
+            items = base.pop(key)
+            if not isinstance(items, list) or not items:
+                raise JobSpecError(f"{where}.{key}: must be a non-empty list of resource mappings")
+            alternatives += [(f"{where}.{key}[{i}]", dict(_mapping(item, f"{where}.{key}[{i}]")))
+                             for i, item in enumerate(items)]
+    choices = [(where, base)] if not alternatives else [(w, {**base, **item}) for w, item in alternatives]
+    out: list[dict[str, Any]] = []
+    for place, fields in choices:
+        out += _choice(fields, place)
+    return out
+
+
+def _choice(fields: dict[str, Any], where: str) -> list[dict[str, Any]]:
+    for key in fields:
+        if key in _REFUSED_RESOURCES:
+            raise JobSpecError(f"{where}.{key}: not supported by geotrain ({_REFUSED_RESOURCES[key]})")
+        if key not in _RESOURCE_KEYS:
+            raise JobSpecError(f"{where}.{key}: unknown resources field; geotrain reads {', '.join(_RESOURCE_KEYS)}, "
+                               "any_of and ordered")
+    one: dict[str, Any] = {}
+    cloud, region, zone = _infra(fields, where)
+    for name, item in (("cloud", cloud), ("region", region), ("zone", zone)):
+        if item is not None:
+            one[name] = item
+    if fields.get("instance_type") is not None:
+        one["instance_type"] = _text(fields["instance_type"], f"{where}.instance_type")
+    use_spot = fields.get("use_spot")
+    if use_spot is not None:
+        if not isinstance(use_spot, bool):
+            raise JobSpecError(f"{where}.use_spot: must be true or false, got {use_spot!r}")
+        one["market"] = "spot" if use_spot else "on_demand"
+    for key, low, high in (("cpus", "min_vcpus", "max_vcpus"), ("memory", "min_memory_gib", "max_memory_gib")):
+        if fields.get(key) is not None:
+            amount, at_least = _amount(fields[key], f"{where}.{key}")
+            one[low] = amount
+            if not at_least:
+                one[high] = amount
+    accelerators = _accelerators(fields.get("accelerators"), f"{where}.accelerators")
+    if not accelerators:
+        return [one]
+    return [{**one, "accelerator": name, "accelerator_count": count} for name, count in accelerators]
+
+
+def _infra(fields: dict[str, Any], where: str) -> tuple[str | None, str | None, str | None]:
+    """``infra: cloud[/region[/zone]]`` or ``cloud``, ``region``, ``zone`` (not both ways)."""
+    parts: list[str | None] = [None, None, None]
+    if fields.get("infra") is not None:
+        if any(fields.get(k) is not None for k in ("cloud", "region", "zone")):
+            raise JobSpecError(f"{where}: give infra or cloud/region/zone, not both")
+        text = _text(fields["infra"], f"{where}.infra")
+        pieces = [p for p in text.split("/")]
+        if len(pieces) > 3 or not all(pieces):
+            raise JobSpecError(f"{where}.infra: {text!r} is not CLOUD, CLOUD/REGION or CLOUD/REGION/ZONE")
+        parts[:len(pieces)] = pieces
+    else:
+        for i, key in enumerate(("cloud", "region", "zone")):
+            if fields.get(key) is not None:
+                parts[i] = _text(fields[key], f"{where}.{key}")
+    cloud, region, zone = parts
+    if cloud is not None:
+        lower = cloud.lower()
+        if lower in ("k8s", "kubernetes", "ssh"):
+            raise JobSpecError(f"{where}: {cloud!r}: geotrain does not launch on {cloud}; for your own machines use an "
+                               "on-prem inventory (--onprem sites.yaml, cloud onprem)")
+        cloud = _CLOUD_ALIASES.get(lower, lower)
+    if zone is not None and cloud == "aws" and re.match(r"^[a-z]{2}-[a-z]+-\d[a-z]$", zone):
+        raise JobSpecError(f"{where}: zone {zone!r}: AWS zone names differ between accounts; geotrain names AWS "
+                           "zones by their AZ id (e.g. use1-az4): see `geotrain catalog list --cloud aws "
+                           f"--region {region or zone[:-1]}`")
+    return cloud, region, zone
+
+
+def _accelerators(value: Any, where: str) -> list[tuple[str, int]]:
+    """``A100``, ``A100:8``, ``{A100: 8, H100: 8}`` or ``[A100:8, H100:8]`` → (name, count) pairs."""
+    if value is None:
+        return []
+    if isinstance(value, str):
+        items = [value]
+    elif isinstance(value, list):
+        items = value
+    elif isinstance(value, Mapping):
+        items = [f"{k}:{1 if v is None else v}" for k, v in value.items()]
+    else:
+        raise JobSpecError(f"{where}: must be NAME[:COUNT], a list of them or a mapping NAME: COUNT")
+    out = []
+    for item in items:
+        text = _text(item, where)
+        name, _, count = text.partition(":")
+        name = name.strip()
+        try:
+            number = float(count) if count else 1.0
+        except ValueError:
+            raise JobSpecError(f"{where}: {text!r}: the count after ':' must be a number") from None
+        if not name or number < 1 or not number.is_integer():
+            raise JobSpecError(f"{where}: {text!r}: give NAME:COUNT with a whole count >= 1 (fractional "
+                               "accelerators are not supported)")
+        out.append((name, int(number)))
+    return out
+
+
+def _amount(value: Any, where: str) -> tuple[float, bool]:
+    """``8`` (exactly) or ``"8+"`` (at least)."""
+    if isinstance(value, bool):
+        raise JobSpecError(f"{where}: must be a number or NUMBER+, got {value!r}")
+    if isinstance(value, (int, float)):
+        return float(value), False
+    match = _AMOUNT.match(str(value))
+    if match is None:
+        raise JobSpecError(f"{where}: {value!r} is not a number or NUMBER+ (at least)")
+    return float(match.group(1)), bool(match.group(2))
+
+
+def _text(value: Any, where: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise JobSpecError(f"{where}: must be a non-empty text, got {value!r}")
+    return value.strip()
