@@ -11,6 +11,7 @@ is one of the node's processes and ends with the node; a login is the provider's
 from __future__ import annotations
 
 import json
+import secrets
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -110,9 +111,9 @@ def exec_on_nodes(run_id: str | None, node: str | None, argv: Sequence[str], *,
     if not up:
         raise InputError(f"no node of run {found.run.run_id} is up ({found.run.status}): nothing to run "
                          + ("that node on" if node is not None else "the command on"))
-    stamp = time.strftime("%Y%m%d-%H%M%S")
+    stamp = f"{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
     folder = geotrain_home() / "runs" / found.run.run_id / "exec"
-    started: list[tuple[NodeInfo, NodeProcess, _Tail]] = []
+    started: list[tuple[NodeInfo, NodeProcess, LogTail]] = []
     try:
         for info in up:
             log = folder / f"{stamp}-{info.node_id}.log"
@@ -120,7 +121,7 @@ def exec_on_nodes(run_id: str | None, node: str | None, argv: Sequence[str], *,
             where = node_dir(provider, info.node_id)
             if where is not None:
                 env["GEOTRAIN_NODE_DIR"] = str(where)
-            started.append((info, provider.start(info.node_id, list(argv), env, log), _Tail(log)))
+            started.append((info, provider.start(info.node_id, list(argv), env, log), LogTail(log)))
         codes: dict[str, int] = {}
         while len(codes) < len(started):
             time.sleep(POLL_S)
@@ -154,7 +155,7 @@ def _not_up(info: NodeInfo | None, row: NodeRow) -> str:
     return f"not up ({info.state.value}{f': {info.end_reason}' if info.end_reason else ''})"
 
 
-class _Tail:
+class LogTail:
     """The new complete lines of a growing file (the last, partial one too when ``final``)."""
 
     def __init__(self, path: Path) -> None:

@@ -95,6 +95,7 @@ from geotrain.cli import catalog as _catalog  # noqa: E402  (registers the sub-c
 from geotrain.cli import check as _check  # noqa: E402
 from geotrain.cli import estimate as _estimate  # noqa: E402
 from geotrain.cli import launch as _launch  # noqa: E402
+from geotrain.cli import nodes as _nodes  # noqa: E402
 from geotrain.cli import plan as _plan  # noqa: E402
 from geotrain.cli import profile as _profile  # noqa: E402
 from geotrain.cli import report as _report  # noqa: E402
@@ -106,6 +107,9 @@ app.command("launch", context_settings={"allow_extra_args": True})(_launch.launc
 app.command("status")(_launch.status)
 app.command("stop")(_launch.stop)
 app.command("cost-report")(_report.cost_report)
+app.command("logs")(_nodes.logs)
+app.command("exec", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})(_nodes.exec_command)
+app.command("ssh", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})(_nodes.ssh)
 app.command("check")(_check.check)
 app.command("profile", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})(_profile.profile)
 

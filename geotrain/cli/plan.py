@@ -24,7 +24,8 @@ def plan(
     objective: str = typer.Option(None, "--objective", help=f"One of {', '.join(_OBJECTIVES)} (default: from what is given)."),
     target_sps: float = typer.Option(None, "--target-sps", help="Target samples/s (objective min_cost)."),
     budget: float = typer.Option(None, "--budget", help="Budget in $/h (objective max_throughput, or a limit)."),
-    samples: int = typer.Option(None, "--samples", help="Samples to train (objective min_cost_by_deadline)."),
+    samples: float = typer.Option(None, "--samples", callback=finite(1, 1e18),
+                                  help="Samples to train (objective min_cost_by_deadline), e.g. 1e8."),
     deadline: float = typer.Option(None, "--deadline", help="Hours to train them in."),
     strategy: str = typer.Option(None, "--strategy", help=f"One of {', '.join(_STRATEGIES)} (default {_SYNC.strategy.value})."),
     provider: str = typer.Option(None, "--provider",
@@ -81,7 +82,7 @@ def plan(
         checked((strategy,), _STRATEGIES, "--strategy")
     flags: dict[str, Any] = {
         "name": name, "workload": workload, "objective": objective,
-        "target_samples_per_s": target_sps, "budget_usd_per_hour": budget, "total_samples": samples,
+        "target_samples_per_s": target_sps, "budget_usd_per_hour": budget, "total_samples": _whole(samples, "--samples"),
         "deadline_h": deadline,
     }
     sync_flags: dict[str, Any] = {
@@ -150,6 +151,16 @@ def progress_words(p) -> str:  # noqa: ANN001 - app.plan.SearchProgress
         parts.append(_BOUND_WORDS[p.bound_unit].format(value))
     parts.append(f"{p.elapsed_s:.0f} s")
     return " · ".join(parts)
+
+
+def _whole(value: float | None, option: str) -> int | None:
+    from geotrain.errors import InputError
+
+    if value is None:
+        return None
+    if value != int(value):
+        raise InputError(f"{option}: {value:g} is not a whole number")
+    return int(value)
 
 
 def _seconds(value: float) -> str:

@@ -12,7 +12,8 @@ gives a task, so its multi-node scripts run unchanged:
 - ``SKYPILOT_NUM_GPUS_PER_NODE``: the node's accelerators on a cloud; 1 on the local provider, where a
   node is a process group of this machine (one process per node).
 
-On the local provider (one host) a node's directory is its home: ``HOME`` is set to it, the workdir
+On the local provider (one host) the launcher's Python environment comes first on ``PATH`` (its
+``torchrun``, ``pip``), and a node's directory is its home: ``HOME`` is set to it, the workdir
 is copied to ``~/sky_workdir`` there (as SkyPilot syncs it) and ``file_mounts`` to their destinations
 (``~/x`` or a relative path: under that home; other absolute paths are refused). Nodes on other
 machines get neither (``check_task`` refuses a task with a workdir or file mounts there).
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 from pathlib import Path
 
 from geotrain.domain import TaskRun
@@ -80,6 +82,9 @@ def task_env(task: TaskRun, *, rank: int, addresses: list[str], accelerators: in
     }
     if node_home is not None:
         env["HOME"] = str(node_home)
+    if shared_host:  # a local node runs in the launcher's Python environment: its scripts (torchrun, pip) first
+        here = os.path.dirname(sys.executable)
+        env["PATH"] = os.pathsep.join([here, *(p for p in os.environ.get("PATH", "").split(os.pathsep) if p != here)])
     return env
 
 

@@ -62,9 +62,10 @@ def goal_misses(job: JobSpec, totals: PlanTotals) -> tuple[str, ...]:
 
 
 def budget_use_of(problem: Problem, counts: tuple[int, ...] | None, usd_per_hour: float, samples_per_s: float,
-                  *, tolerance: float, bottleneck: str = "") -> BudgetUse | None:
+                  *, tolerance: float, describe: Callable[[tuple[int, ...]], str] | None = None) -> BudgetUse | None:
     """None without a budget. ``counts``: the plan's mix over ``problem``'s candidates (None: a mix
-    given by hand, which nothing limited)."""
+    given by hand, which nothing limited). ``describe``: the perf model's bottleneck of a mix, in words
+    (said of the best mix with one more node that trains no faster)."""
     budget = problem.limits.budget_usd_per_hour
     if budget is None:
         return None
@@ -73,6 +74,7 @@ def budget_use_of(problem: Problem, counts: tuple[int, ...] | None, usd_per_hour
         return BudgetUse(budget, unused, (("the given mix", 0),), "the mix was given (--nodes), not searched for")
     referee = semantics.referee_of(problem)
     reasons: Counter[str] = Counter()
+    slowed: tuple[float, tuple[int, ...]] | None = None  # the fastest mix with one more node that gains nothing
     for i, c in enumerate(problem.candidates):
         if c.price_usd_per_hour + c.data_usd_per_hour > unused * (1 + 1e-9):
             reasons[BUDGET] += 1
@@ -86,9 +88,15 @@ def budget_use_of(problem: Problem, counts: tuple[int, ...] | None, usd_per_hour
             reasons[BUDGET] += 1
         elif evaluation.samples_per_s <= samples_per_s * (1 + tolerance):
             reasons[COMMUNICATION] += 1
+            if slowed is None or evaluation.samples_per_s > slowed[0]:
+                slowed = (evaluation.samples_per_s, more)
         else:
             reasons[SEARCH] += 1
     limits = tuple(sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0])))
+    bottleneck = ""
+    if slowed is not None and describe is not None:
+        bottleneck = (f"the best of them trains {slowed[0]:,.1f} samples/s against the plan's {samples_per_s:,.1f}: "
+                      + describe(slowed[1]))
     return BudgetUse(budget, unused, limits, _words(problem, limits, unused, bottleneck))
 
 

@@ -123,6 +123,10 @@ def advantage(plan: Plan, baseline: Baseline) -> tuple[float | None, str]:
             return None, "no comparable baseline: it trains nothing"
         # like with like: a baseline records the perf model's samples/s before interruptions, as the plan's totals do
         ratio = plan.totals.samples_per_s / baseline.samples_per_s
+        if abs(ratio - 1) < 0.005 and baseline.usd_per_hour:  # as fast: the price tells them apart
+            cost = plan.totals.usd_per_hour / baseline.usd_per_hour
+            return ratio - 1, (f"the mix trains as many samples/s for {_share(1 - cost)} less per hour" if cost <= 1
+                               else f"the mix trains as many samples/s for {_share(cost - 1)} more per hour")
         if ratio >= 1:
             return ratio - 1, f"the mix trains {_share(ratio - 1)} more samples/s"
         if ratio > 0.5:

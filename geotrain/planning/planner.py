@@ -134,10 +134,11 @@ def make_plan(job: JobSpec, snapshot: PriceSnapshot, *, inventory: Inventory | N
             f"meets it ({job.strategy.value}); no single-zone, single-region or identical-nodes choice meets it "
             "either; lower the target, raise the budget, or try another --strategy")
     plan = with_fallbacks(ctx, assemble(ctx, snapshot, result, groups, estimate, frontier, baselines, missing), groups)
+    use = budget_use_of(ctx.problem, counts_of(ctx, groups), final.usd_per_hour, final.goodput_samples_per_s,
+                        tolerance=options.tolerance,
+                        describe=lambda counts: bottleneck_words(ctx.problem.referee.estimate(counts)))
     timing = replace(plan.solver, total_s=time.perf_counter() - started, frontier_s=frontier_s,
                      baselines_s=baselines_s)
-    use = budget_use_of(ctx.problem, counts_of(ctx, groups), final.usd_per_hour, final.goodput_samples_per_s,
-                        tolerance=options.tolerance, bottleneck=final.bottleneck)
     return replace(plan, solver=timing, assumptions=plan.assumptions + notes, budget_use=use)
 
 

@@ -117,9 +117,9 @@ class EgressPrices:
         kind = link_class(src, dst)
         if src.cloud == CLOUD_ONPREM:
             return EgressRate(CLOUD_ONPREM, kind, ANY, ANY, 0.0, "on-prem uplinks are not billed per GB")
-        if kind is LinkClass.SAME_ZONE and not any(r.cloud == src.cloud for r in self.rates):
-            return EgressRate(src.cloud, kind, ANY, ANY, 0.0, "traffic inside one zone is not billed")
         found = self._lookup(src.cloud, kind, Payer.SENDER, src, dst)
+        if found is None and kind is LinkClass.SAME_ZONE:
+            return EgressRate(src.cloud, kind, ANY, ANY, 0.0, "traffic inside one zone is not billed")
         if found is None and not self.knows(src.cloud):
             usd = self._assumed_usd_per_gb(str(src.continent), str(dst.continent))
             return EgressRate(src.cloud, kind, str(src.continent), ANY, usd,

@@ -1,0 +1,120 @@
+"""``geotrain launch task.yaml`` on the local provider: SkyPilot's hello task and its multi-node DDP task
+(torchrun over two nodes) run unchanged; setup once per node, run in the workdir copy, envs and
+file mounts in place, nothing left running."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from geotrain.ledger import Ledger
+from geotrain.providers.local import LocalProvider
+from tests.helpers import processes_of_run
+
+pytestmark = pytest.mark.slow
+
+GEOTRAIN = str(Path(sys.executable).with_name("geotrain"))
+
+
+def launch(task: Path, *extra: str, timeout: float = 240) -> subprocess.CompletedProcess:
+    return subprocess.run([GEOTRAIN, "launch", str(task), *extra], capture_output=True, text=True, timeout=timeout,
+                          cwd=task.parent, stdin=subprocess.DEVNULL, env=os.environ.copy())
+
+
+def logs_of(run_id: str) -> dict[str, str]:
+    from geotrain.files import geotrain_home
+
+    folder = geotrain_home() / "runs" / run_id / "logs"
+    return {p.name: p.read_text() for p in sorted(folder.glob("gen*.log"))}
+
+
+def only_run() -> str:
+    [run] = Ledger(create=False).runs()
+    return run.run_id
+
+
+def test_hello_asks_first_then_runs_setup_and_run_in_its_workdir_with_its_envs_and_mounts(tmp_path):
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "x.txt").write_text("forty-two\n")
+    (tmp_path / "notes.md").write_text("in the workdir\n")
+    task = tmp_path / "hello.yaml"
+    task.write_text(textwrap.dedent("""\
+        resources:
+          infra: aws
+          accelerators: V100:1
+        workdir: .
+        file_mounts:
+          ~/data: ./data
+        envs:
+          GREETING: Hello
+        setup: |
+          echo "Running setup."
+        run: |
+          echo "$GREETING, SkyPilot!"
+          cat notes.md ~/data/x.txt
+          echo "pwd=$PWD rank=$SKYPILOT_NODE_RANK of $SKYPILOT_NUM_NODES"
+        """))
+    refused = launch(task)  # no terminal to ask on and no --yes: nothing is bought
+    assert refused.returncode == 2 and "--yes" in refused.stderr, refused.stderr
+    assert not (Path(os.environ["GEOTRAIN_HOME"]) / "ledger.sqlite").exists()
+
+    done = launch(task, "--yes")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "p3.2xlarge" in done.stdout and "completed" in done.stdout  # the plan is shown before the run
+    run_id = only_run()
+    [log] = logs_of(run_id).values()
+    assert log.count("Running setup.") == 1
+    assert "Hello, SkyPilot!" in log and "in the workdir" in log and "forty-two" in log
+    assert "/sky_workdir rank=0 of 1" in log
+    assert not processes_of_run(run_id)
+    assert all(n.state.ended for n in LocalProvider().list(run_id))
+
+
+def test_the_multi_node_ddp_task_trains_with_torchrun_over_two_nodes(tmp_path):
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "main.py").write_text(textwrap.dedent("""\
+        import torch, torch.distributed as dist
+        dist.init_process_group("gloo")
+        torch.manual_seed(0)
+        model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(4, 1))
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        torch.manual_seed(1 + dist.get_rank())
+        for _ in range(5):
+            loss = model(torch.randn(8, 4)).pow(2).mean()
+            opt.zero_grad(); loss.backward(); opt.step()
+        total = sum(p.sum().item() for p in model.parameters())
+        print(f"rank {dist.get_rank()}/{dist.get_world_size()} weights {total:.6f}", flush=True)
+        dist.destroy_process_group()
+        """))
+    task = tmp_path / "ddp.yaml"
+    task.write_text(textwrap.dedent("""\
+        name: minGPT-ddp
+        resources:
+          accelerators: A100:8
+          use_spot: true
+        num_nodes: 2
+        workdir: ./code
+        run: |
+          MASTER_ADDR=$(echo "$SKYPILOT_NODE_IPS" | head -n1)
+          echo "Starting distributed training, head node: $MASTER_ADDR"
+          torchrun --nnodes=$SKYPILOT_NUM_NODES --nproc_per_node=$SKYPILOT_NUM_GPUS_PER_NODE \\
+            --master_addr=$MASTER_ADDR --master_port=$MASTER_PORT --node_rank=${SKYPILOT_NODE_RANK} main.py
+        """))
+    done = launch(task, "--yes")
+    assert done.returncode == 0, done.stdout + done.stderr
+    run_id = only_run()
+    logs = logs_of(run_id)
+    assert len(logs) == 2, logs
+    lines = [line for text in logs.values() for line in text.splitlines() if line.startswith("rank ")]
+    assert sorted(line.split()[1] for line in lines) == ["0/2", "1/2"]
+    assert len({line.split()[-1] for line in lines}) == 1  # DDP: both ranks end with the same weights
+    nodes = LocalProvider().list(run_id)
+    assert len(nodes) == 2 and all(n.state.ended for n in nodes)
+    assert {n.offer_id.split("|")[-1] if "|" in n.offer_id else n.offer_id for n in nodes}  # two nodes, one offer
+    assert not processes_of_run(run_id)
