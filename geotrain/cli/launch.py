@@ -74,7 +74,7 @@ def launch(
         return
     _require_train_extra()
 
-    show = _display(err=False)  # with --json, stdout carries the document alone
+    show = _display(err=as_json)  # with --json, stdout carries the document alone
     if resume_id:
         outcome = app_launch.resume(resume_id, on_status=show)
     else:

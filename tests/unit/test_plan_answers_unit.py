@@ -19,10 +19,10 @@ from tests.unit.test_solver import FakeOracle, candidate
 
 
 def small_problem(limits: Limits, *, capacity: int = 3) -> Problem:
-    """Three offers of one zone whose ring costs nothing: every node added trains faster."""
+    """Three offers of one zone at one rate whose ring costs nothing: every node added trains faster."""
     cands = (candidate("a", "aws/us-east-1", 1.0, 100.0, capacity=capacity),
-             candidate("b", "aws/us-east-1", 2.0, 180.0, capacity=capacity),
-             candidate("c", "aws/us-east-1", 0.5, 40.0, capacity=capacity))
+             candidate("b", "aws/us-east-1", 2.0, 100.0, capacity=capacity),
+             candidate("c", "aws/us-east-1", 0.5, 100.0, capacity=capacity))
     return Problem(cands, FakeOracle(strategy="allreduce", inside={"aws/us-east-1": 0.0}), limits)
 
 
@@ -67,8 +67,9 @@ def test_a_budget_plan_held_by_the_offers_capacity_says_capacity():
 
 
 def test_a_budget_plan_that_spends_what_it_can_says_budget():
-    found, _ = reasons(small_problem(Limits(max_nodes=20, budget_usd_per_hour=2.2)))
-    assert set(found) == {"budget"}
+    found, counts = reasons(small_problem(Limits(max_nodes=20, budget_usd_per_hour=2.2)))
+    # three of the cheapest, and $0.70/h left: a and b cost more; c has no more nodes
+    assert counts == (0, 0, 3) and found == {"budget": 2, "capacity": 1}
 
 
 def test_a_budget_plan_where_one_more_node_trains_no_faster_says_communication():
@@ -109,7 +110,7 @@ def test_goal_misses_name_what_was_predicted_and_what_was_asked():
     assert "400.0 samples/s" in misses[0] and "500.0" in misses[0]
     assert "$2.000/h" in misses[1] and "$1.00/h" in misses[1]
     assert "25.0 h" in misses[2] and "deadline 10 h" in misses[2]
-    assert goal_misses(job, totals(raw=1000.0, goodput=900.0, usd_per_hour=0.5)) == ()
+    assert goal_misses(job, totals(raw=1200.0, goodput=1100.0, usd_per_hour=0.5)) == ()
 
 
 LAMBDA = Location("lambda", "us-west-1", "", Continent.NORTH_AMERICA)
