@@ -1,5 +1,5 @@
 # Two commands do all setup: `make demo` runs geotrain on the embedded default (bundled prices,
-# local provider, SQLite ledger): catalog, estimate, plan, a plan for the local provider launched
+# local provider, SQLite ledger): catalog, SkyPilot's hello task, estimate, plan, a plan for the local provider launched
 # with injected preemptions and a capacity failure, and its cost report (files in .demo/).
 # `make test` runs the whole test suite. Both create or reuse .venv and install what they need;
 # a second run skips the install unless pyproject.toml changed.
@@ -17,6 +17,7 @@ demo: $(VENV)/.demo-installed
 	$(BIN)/geotrain catalog show bundled
 	$(BIN)/geotrain catalog list --accelerator T4 --market spot --limit 12
 	$(BIN)/geotrain catalog list --continent europe --accelerator A100 --limit 8
+	$(BIN)/geotrain launch examples/tasks/hello.yaml --yes
 	$(BIN)/geotrain estimate --workload convnext-large \
 	    --nodes gcp/us-central1-a/n1-standard-8+T4=4,aws/us-west-2/g4dn.2xlarge=4,gcp/europe-west3/n1-standard-8+T4=2
 	@mkdir -p .demo

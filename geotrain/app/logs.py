@@ -50,10 +50,17 @@ class RunLogs:
     _sources: dict[Path, _Source] = field(default_factory=dict)
     _last_event: int = 0
     _agents: dict[str, Path | None] | None = None
+    _ledger: Ledger | None = None
 
     @property
     def run_id(self) -> str:
         return self.found.run.run_id
+
+    @property
+    def ledger(self) -> Ledger:
+        if self._ledger is None:
+            self._ledger = Ledger(create=False)
+        return self._ledger
 
     def new_lines(self, *, final: bool = False) -> list[tuple[str, str]]:
         """(label, line) pairs written since the last call: the launcher's events first, then each
@@ -66,11 +73,11 @@ class RunLogs:
 
     def running(self) -> bool:
         """Whether the run may still write: running in the ledger, with its launcher alive."""
-        run = Ledger(create=False).run(self.run_id)
+        run = self.ledger.run(self.run_id)
         return run.status == RunStatus.RUNNING and bool(run.launcher_pid) and pid_alive(run.launcher_pid)
 
     def _events(self) -> list[str]:
-        events = Ledger(create=False).events(self.run_id, after_id=self._last_event)
+        events = self.ledger.events(self.run_id, after_id=self._last_event)
         if events:
             self._last_event = events[-1].id
         return [_event_line(e) for e in events if self.node_id is None or e.node_id in (None, self.node_id)]

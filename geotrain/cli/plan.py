@@ -132,7 +132,9 @@ class SearchDisplay:
         self._live.__exit__(*exc)
 
     def __call__(self, progress) -> None:  # noqa: ANN001 - app.plan.SearchProgress
-        self._live.update(progress_words(progress))
+        from rich.text import Text
+
+        self._live.update(Text(progress_words(progress), no_wrap=True, overflow="ellipsis"))
 
 
 _BOUND_WORDS = {"usd_per_hour": "no mix costs less than {}/h", "samples_per_s": "none trains faster than {}/s",

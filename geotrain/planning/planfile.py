@@ -200,7 +200,7 @@ def plan_from_dict(data: Mapping[str, Any], origin: str) -> Plan:
             compute_usd_per_hour=totals.number("compute_usd_per_hour", minimum=0),
             egress_usd_per_hour=totals.number("egress_usd_per_hour", minimum=0),
             data_egress_usd_per_hour=totals.number("data_egress_usd_per_hour", 0.0, minimum=0),
-            usd_per_million_samples=totals.number("usd_per_million_samples", minimum=0),
+            usd_per_million_samples=totals.number("usd_per_million_samples", None, minimum=0),
             interruptions_per_hour=totals.number("interruptions_per_hour", 0.0, minimum=0),
             bottleneck=totals.text("bottleneck", ""),
         ),

@@ -106,6 +106,9 @@ def compare_with_plan(report: CostReport, run: RunRow, ledger: Ledger) -> PlanCo
     mismatch = list(substitutions)
     if run.options.get("command"):
         mismatch.append(f"a user command ({trained}) trained instead of the built-in runtime")
+    if not plan.job.modelled:
+        mismatch.append("the task names no workload: its plan predicted the price of its nodes, not what its "
+                        "script trains")
     if run.provider == LOCAL_PROVIDER and plan.provider != LOCAL_PROVIDER:
         mismatch.append("the plan predicted the offers' own hardware, but the local provider ran every node as a "
                         "process on this machine (plan with --provider local to predict that)")
@@ -152,8 +155,9 @@ def compare_with_plan(report: CostReport, run: RunRow, ledger: Ledger) -> PlanCo
         reasons.append(f"{report.samples_per_s:,.0f} samples/s over the whole training time "
                        f"({report.training_s:,.1f} s, start-ups and restart downtime included)")
     return PlanComparison(
-        plan_id=plan.plan_id, planned_workload=plan.job.workload, trained_workload=trained,
-        planned_sync=plan.sync.describe(), substitutions=substitutions, comparable=comparable,
+        plan_id=plan.plan_id, trained_workload=trained,
+        planned_workload=plan.job.workload if plan.job.modelled else f"task {plan.job.name}, not modelled",
+        planned_sync=plan.sync.describe() if plan.job.modelled else "the script's own", substitutions=substitutions, comparable=comparable,
         predicted_usd_per_hour=totals.usd_per_hour, actual_usd_per_hour=report.usd_per_hour,
         predicted_samples_per_s=totals.samples_per_s, actual_samples_per_s=report.training_samples_per_s,
         effective_samples_per_s=report.samples_per_s,

@@ -1,0 +1,2 @@
+def f():
+    from geotrain.solver.model import BACKENDS

@@ -1,0 +1,2 @@
+from geotrain.pricing.egress import EgressPrices
+import geotrain.launcher.loop
