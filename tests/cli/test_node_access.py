@@ -8,7 +8,6 @@ started; then the script is released, and the follow must end with the run.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import textwrap
@@ -132,6 +131,9 @@ def test_unknown_runs_and_nodes_are_input_errors_naming_the_known_ones(at_run):
     assert result.exit_code == 2 and at_run.run_id in result.stderr
     result = runner.invoke(app, ["exec", at_run.run_id, "--node", "7", "--", "true"])
     assert result.exit_code == 2 and all(n in result.stderr for n in at_run.node_ids)
+    result = runner.invoke(app, ["exec", at_run.run_id, "--", "true"])  # the run has ended: no node is up
+    assert result.exit_code == 2 and "no node of run" in result.stderr
+    assert [line.split(":")[0] for line in result.stderr.splitlines() if "not up" in line] == at_run.node_ids
 
 
 def test_logs_follow_prints_until_the_run_ends(at_run):

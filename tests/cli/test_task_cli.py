@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import textwrap
+from pathlib import Path
 
 from typer.testing import CliRunner
 
@@ -14,25 +15,9 @@ from geotrain.pricing.snapshot import bundled_snapshot
 
 runner = CliRunner()
 
-HELLO = """\
-resources:
-  infra: aws
-  accelerators: V100:1
-workdir: .
-setup: |
-  echo "Running setup."
-run: |
-  echo "Hello, SkyPilot!"
-"""
-
-DDP = """\
-name: minGPT-ddp
-resources:
-  accelerators: A100:8
-  use_spot: true
-num_nodes: 2
-run: torchrun --nnodes=$SKYPILOT_NUM_NODES --node_rank=$SKYPILOT_NODE_RANK main.py
-"""
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "tasks"
+HELLO = (EXAMPLES / "hello.yaml").read_text()  # the README's examples, as shipped
+DDP = (EXAMPLES / "ddp.yaml").read_text()
 
 
 def plan_of(tmp_path, text: str, *extra: str) -> dict:

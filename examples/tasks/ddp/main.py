@@ -19,6 +19,7 @@ for step in range(50):
     loss.backward()
     opt.step()
     api.report_progress(samples=batch * dist.get_world_size())  # status and cost-report count the work
-if dist.get_rank() == 0:
-    print(f"trained 50 steps on {dist.get_world_size()} ranks, loss {loss.item():.4f}", flush=True)
+weights = sum(p.double().sum().item() for p in model.parameters())  # the same on every rank: DDP
+print(f"rank {dist.get_rank()}/{dist.get_world_size()} trained 50 steps, loss {loss.item():.4f}, "
+      f"weights {weights:.6f}", flush=True)
 dist.destroy_process_group()

@@ -1,2 +1,0 @@
-def f():
-    from geotrain.solver.model import BACKENDS

@@ -1,2 +1,0 @@
-from geotrain.pricing.egress import EgressPrices
-import geotrain.launcher.loop
