@@ -107,6 +107,10 @@ def dry_run(plan: Plan | Path, options: LaunchOptions, *, provider_name: str | N
     resolve_training(plan, options)
     names = parse_names(provider_name or plan.provider or LOCAL_PROVIDER)
     check_clouds(plan, names)
+    if plan.job.task is not None and not options.command:
+        from geotrain.launcher.task import check_task
+
+        check_task(plan.job.task, shared_host=names == (LOCAL_PROVIDER,))
     settings = provider_settings(options, plan.job.onprem_inventory)
     out: list[dict] = []
     run_id = "run-dry-run"
