@@ -92,7 +92,8 @@ def launch(
     if as_json:
         print_document("launch", _fields(outcome))
     else:
-        console().print(f"run {outcome.run_id} {outcome.status}: {outcome.reason}; {outcome.steps} steps in "
+        steps = "" if outcome.reason.startswith("the script") else f"{outcome.steps} steps in "
+        console().print(f"run {outcome.run_id} {outcome.status}: {outcome.reason}; {steps}"
                         f"{outcome.generations} generation(s), {outcome.preemptions} preemption(s), "
                         f"{outcome.restarts} restart(s), {usd(outcome.usd, 4)} in {outcome.wall_s:.1f} s; "
                         f"checkpoints in {outcome.checkpoint_url}")
@@ -183,7 +184,8 @@ def _display(err: bool = False):  # noqa: ANN202
         last.update(t=now, key=key)
         nodes = ", ".join(f"{k} {v}" for k, v in sorted(s.nodes_by_region.items()))
         rate = "-" if s.samples_per_s is None else f"{s.samples_per_s:,.0f}/s"
-        out.print(f"gen {s.generation} step {s.step}/{s.target_steps} samples {s.samples:,} {rate} "
+        target = f"/{s.target_steps}" if s.target_steps else ""
+        out.print(f"gen {s.generation} step {s.step}{target} samples {s.samples:,} {rate} "
                   f"nodes ({nodes}) {usd(s.usd_so_far, 4)} preemptions {s.preemptions}"
                   + (f" | {s.events[-1]}" if s.events else ""))
 
@@ -209,7 +211,8 @@ def status(
         rate = "" if r.samples_per_s is None else f", {r.samples_per_s:,.0f} samples/s"
         workload = r.workload + (f" ({'; '.join(r.substitutions)})" if r.substitutions else "")
         out.print(f"[bold]{r.run_id}[/bold] {r.status}{f' ({r.reason})' if r.reason else ''} — {workload}, "
-                  f"step {r.step}/{r.target_steps}, {r.samples:,} samples{rate}, nodes {nodes} "
+                  f"step {r.step}{f'/{r.target_steps}' if r.target_steps else ''}, {r.samples:,} samples{rate}, "
+                  f"nodes {nodes} "
                   f"(of {r.nodes_total} launched), {r.preemptions} preemptions, {usd(r.usd_so_far, 4)}"
                   + (" so far" if r.status.startswith(("running", "orphaned")) else ""))
         for line in r.last_events:

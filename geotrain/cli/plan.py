@@ -202,6 +202,21 @@ def answers(out, plan) -> None:  # noqa: ANN001
         out.print(f"goal missed    {miss}")
 
 
+def _render_task(out, plan) -> None:  # noqa: ANN001
+    """A task without a workload: its price and risk; no throughput is claimed."""
+    t, task = plan.totals, plan.job.task
+    out.print(f"cost           {usd(t.usd_per_hour, 3)}/h for {plan.nodes} node(s); throughput not modelled (the task "
+              "names no workload)")
+    out.print(f"interruptions  {t.interruptions_per_hour:.4f} expected per hour")
+    if task is not None:
+        out.print(f"runs           setup {'yes' if task.setup else 'none'}; run {'yes' if task.run else 'none'}"
+                  + (f"; workdir {task.workdir}" if task.workdir else "")
+                  + (f"; {len(task.file_mounts)} file mount(s)" if task.file_mounts else "")
+                  + (f"; envs {', '.join(k for k, _ in task.envs)}" if task.envs else ""))
+    for line in plan.assumptions:
+        out.print(f"assumption     {line}")
+
+
 def render(plan, *, output: Path | None, plot: Path | None) -> None:  # noqa: ANN001
     from rich.table import Table
 
@@ -211,6 +226,8 @@ def render(plan, *, output: Path | None, plot: Path | None) -> None:  # noqa: AN
     job = plan.job
     where = " on this machine (local provider)" if plan.provider == "local" else ""
     title = f"{plan.plan_id}: {job.workload} with {job.strategy.value}{where}, objective {plan.solver.objective.value}"
+    if not job.modelled:
+        title = f"{plan.plan_id}: task {job.name}, {plan.nodes} node(s), the cheapest that match its resources{where}"
     table = Table(title=title, title_justify="left")
     for col in ("cloud/region/zone", "instance", "accel", "market", "nodes", "$/h each", "samples/s"):
         table.add_column(col, justify="right" if col in ("nodes", "$/h each", "samples/s") else "left")
@@ -218,9 +235,14 @@ def render(plan, *, output: Path | None, plot: Path | None) -> None:  # noqa: AN
         o = item.offer
         accel = "-" if not o.shape.accelerator_count else f"{o.shape.accelerator_count}x{o.shape.accelerator}"
         table.add_row(f"{o.location.cloud}/{o.location.region}/{o.location.zone or '*'}", o.shape.instance_type, accel,
-                      o.market.value, str(item.count), usd(o.price_usd_per_hour), f"{item.samples_per_s:,.1f}")
+                      o.market.value, str(item.count), usd(o.price_usd_per_hour),
+                      f"{item.samples_per_s:,.1f}" if job.modelled else "-")
     out.print(table)
     t = plan.totals
+    if not job.modelled:
+        _render_task(out, plan)
+        _wrote(out, plan, output, plot)
+        return
     gran = "-" if t.granularity is None else f"{t.granularity:.2f}"
     out.print(f"throughput     {t.samples_per_s:,.1f} samples/s ({t.goodput_samples_per_s:,.1f} after expected "
               f"interruptions); round {_seconds(t.time_per_round_s)}, granularity {gran}")
@@ -254,6 +276,10 @@ def render(plan, *, output: Path | None, plot: Path | None) -> None:  # noqa: AN
                   f"{s.frontier_s:.2f} s, the baselines {s.baselines_s:.2f} s")
     for line in plan.assumptions:
         out.print(f"assumption     {line}")
+    _wrote(out, plan, output, plot)
+
+
+def _wrote(out, plan, output: Path | None, plot: Path | None) -> None:  # noqa: ANN001
     if output:
         out.print(f"wrote {output} (snapshot {plan.snapshot_id})")
     if plot:

@@ -48,7 +48,7 @@ from geotrain.launcher.injector import Injector
 from geotrain.launcher.options import LaunchOptions, RunOutcome, Status
 from geotrain.launcher.provisioning import boot_failed, launch_missing, mend, survivors_of, track_untracked
 from geotrain.launcher.task import check_task, task_argv, task_command
-from geotrain.launcher.training import Training, resolve_training
+from geotrain.launcher.training import Training, resolve_training, step_target
 from geotrain.launcher.workers import (check_checkpoint_url, generation_backend, kill_stale_workers, last_words,
                                       node_dir, open_store, store_host)
 from geotrain.train.ledger_relay import RELAY_ENV, RELAY_STORE, drain, relay_env
@@ -121,9 +121,10 @@ class Launcher:
         self.ledger.create_run(
             run_id=self.run_id, plan_id=self.plan.plan_id, plan_json=json.dumps(plan_to_dict(self.plan)),
             workload=t.workload, provider=self.provider.name, checkpoint_url=url, launcher_pid=os.getpid(),
-            target_steps=self.options.steps, options=self.options.to_dict(), substitutions=t.substitutions,
+            target_steps=step_target(self.plan, self.options), options=self.options.to_dict(),
+            substitutions=t.substitutions,
         )
-        self.status = Status(self.run_id, target_steps=self.options.steps)
+        self.status = Status(self.run_id, target_steps=step_target(self.plan, self.options) or 0)
         self.ledger.event(self.run_id, EventKind.RUN_STARTED, plan_id=self.plan.plan_id, nodes=self.plan.nodes,
                           workload=t.workload, sync=sync_to_mapping(t.sync),
                           preemptions=self.options.preemptions.to_dict())
@@ -134,7 +135,7 @@ class Launcher:
     def adopt(self, run_id: str) -> None:
         """Take over a run whose launcher died: its live nodes are kept, its stale workers killed."""
         self.run_id = run_id
-        self.status = Status(run_id, target_steps=self.options.steps)
+        self.status = Status(run_id, target_steps=step_target(self.plan, self.options) or 0)
         self.ledger.set_launcher(run_id, os.getpid())
         for event in self.ledger.events(run_id, kinds=(EventKind.FELL_BACK, EventKind.REPLANNED)):
             self.wanted = Counter(event.detail["wanted"])

@@ -78,3 +78,9 @@ def resolve_training(plan: Plan, options: LaunchOptions) -> Training:
         substitutions.append(f"--deterministic all-gathers fp32 gradients of every micro-batch instead of "
                              f"all-reducing {sync.precision} ones")
     return Training(workload, replace(sync, strategy=strategy), tuple(substitutions), micro)
+
+
+def step_target(plan: Plan, options: LaunchOptions) -> int | None:
+    """The steps a run trains: ``--steps`` for the built-in runtime; None for a user's script or a task
+    file's run, which stop when they will."""
+    return None if options.command or plan.job.task is not None else options.steps
