@@ -29,6 +29,12 @@ def check_names(job: JobSpec, offers: Sequence[Offer]) -> None:
     _check("region", c.regions, regions, lambda name, known: name in known, shown=8)
     accelerators = {o.shape.accelerator for o in offers if o.shape.accelerator} | {CPU}
     _check("accelerator", c.accelerators, accelerators, _accelerator_known)
+    # a task file's resource choices: the same names, accelerators exactly (as SkyPilot matches them)
+    _check("cloud", {r.cloud for r in c.resources if r.cloud}, clouds, lambda name, known: name in known)
+    _check("region", {r.region for r in c.resources if r.region}, regions, lambda name, known: name in known, shown=8)
+    exact = {a.lower() for a in accelerators}
+    _check("accelerator", {r.accelerator for r in c.resources if r.accelerator}, accelerators,
+           lambda name, known: name.lower() in exact)
 
 
 def _accelerator_known(name: str, known: set[str]) -> bool:

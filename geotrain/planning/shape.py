@@ -22,6 +22,7 @@ from datetime import datetime, timezone
 from geotrain.domain import JobSpec, Market, NodeGroup, Offer, Plan, PlanItem, PlanTotals, SolverReport
 from geotrain.errors import InfeasibleError
 from geotrain.planning.candidates import default_interruption_rate, passes_filters
+from geotrain.planning.names import check_names
 from geotrain.pricing.capacity import CapacityModel
 from geotrain.pricing.inventory import Inventory, inventory_table
 from geotrain.pricing.snapshot import PriceSnapshot, offers_from_table, staleness_words
@@ -37,6 +38,7 @@ def plan_for_shape(job: JobSpec, snapshot: PriceSnapshot, *, inventory: Inventor
     offers: list[Offer] = list(snapshot.offers())
     if inventory is not None:
         offers += offers_from_table(inventory_table(inventory))
+    check_names(job, offers)
     by_id = {o.offer_id: o for o in offers}
     default_rate = (default_interruption_rate(offers) if options.unknown_interruptions_per_hour is None
                     else options.unknown_interruptions_per_hour)

@@ -97,3 +97,12 @@ def test_an_unsupported_field_exits_2_naming_it(tmp_path):
     path.write_text("resources: {accelerators: T4, ports: 8888}\nrun: jupyter lab\n")
     result = runner.invoke(app, ["plan", str(path)])
     assert result.exit_code == 2 and "resources.ports: not supported" in result.output, result.output
+
+
+def test_a_cloud_or_accelerator_no_offer_has_is_an_unknown_name_exit_2(tmp_path):
+    path = tmp_path / "task.yaml"
+    for resources, named in (("{infra: lambda, accelerators: A100:8}", "unknown cloud 'lambda'"),
+                             ("{accelerators: A100-40GB:8}", "unknown accelerator 'A100-40GB'")):
+        path.write_text(f"resources: {resources}\nrun: x\n")
+        result = runner.invoke(app, ["plan", str(path)])
+        assert result.exit_code == 2 and named in result.output, result.output

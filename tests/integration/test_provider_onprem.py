@@ -351,8 +351,11 @@ def test_a_connection_that_breaks_while_the_agent_starts_is_a_timeout_and_the_re
     from tests.fakes.vms import descendants
 
     for pid in descendants(sshd.proc.pid)[1:]:  # the session's sshd processes, not the listener
-        if Path(f"/proc/{pid}/comm").read_text().strip() == "sshd":
-            os.kill(pid, signal.SIGKILL)
+        try:  # a short-lived process of the session may have ended since it was listed
+            if Path(f"/proc/{pid}/comm").read_text().strip() == "sshd":
+                os.kill(pid, signal.SIGKILL)
+        except (FileNotFoundError, ProcessLookupError):
+            continue
     thread.join(timeout=30)
     [error] = errors
     assert isinstance(error, ProviderTimeoutError), error
