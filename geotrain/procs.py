@@ -58,3 +58,11 @@ def environ_has(pid: int, variable: str, value: str) -> bool:
     except OSError:
         return False
     return f"{variable}={value}".encode() in environ.split(b"\0")
+
+
+def processes_with(variable: str, value: str) -> list[int]:
+    """Processes (other than this one) started with ``variable=value``: what carries a node's or run's
+    mark wherever its session or parent is."""
+    me = os.getpid()
+    return [int(name) for name in os.listdir("/proc")
+            if name.isdigit() and int(name) != me and environ_has(int(name), variable, value)] if HAS_PROC else []

@@ -47,6 +47,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlparse
 
 from geotrain.node.notices import Notice, NoticeSource, notice_source
+from geotrain.node.tree import kill_descendants
 
 AGENT_FILE = "agent.json"
 NOTICE_FILE = "preemption-notice.json"  # the file geotrain.train.runtime and geotrain.train.api watch
@@ -123,6 +124,9 @@ class Node:
         return True
 
     def stop(self) -> None:
+        # first what left the commands' groups (torchrun's workers have sessions of their own), while their
+        # parents still live and they are found as our descendants; then the groups
+        kill_descendants(os.getpid())
         for command_id in list(self.commands):
             self.signal(command_id, signal.SIGKILL)
 

@@ -4,8 +4,10 @@ A node is an agent process (``geotrain.providers.local_agent``, standard library
 its own session and process group. The agent starts every command run on the node with
 :meth:`start` (it is handed the command as a file, ``geotrain.providers.local_commands``), so every
 command is in the node's group and ending the node is one ``killpg(pgid, SIGKILL)``: nothing started
-on a node can outlive it. (torchrun's agent, by contrast, leaves its workers running when it is
-killed; here the "VM" and its workers go together.) Since no caller puts processes into the group
+on a node can outlive it. A command's children in sessions of their own (torchrun starts its workers
+so) are out of the group's reach: the agent, a child subreaper, kills its descendants too, and where
+the agent itself died, the provider kills what carries the node's mark (``GEOTRAIN_NODE_ID``) in its
+environment; the "VM" and its workers go together. Since no caller puts processes into the group
 itself, a launcher in another session — resumed from a new terminal — can start commands on nodes
 an earlier launcher made.
 
@@ -53,7 +55,7 @@ from typing import Any
 from geotrain.domain import Location
 from geotrain.errors import NotFoundError, ProviderError
 from geotrain.files import atomic_write_text, geotrain_home
-from geotrain.procs import HAS_PROC, group_alive, pid_alive, proc_stat
+from geotrain.procs import HAS_PROC, group_alive, pid_alive, proc_stat, processes_with
 from geotrain.providers.statefile import location_of, node_info
 from geotrain.providers.base import LOCAL_PROVIDER, Capabilities, LaunchRequest, LoginCommand, NodeInfo, NodeState
 from geotrain.providers.local_commands import AgentProcess, run_on_node
@@ -426,6 +428,11 @@ class LocalProvider:
                 time.sleep(0.002)
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(pgid, signal.SIGKILL)  # whatever is left: a wedged agent, stragglers
+        # and what left the group with an agent that died (a session of its own: torchrun's workers), by the
+        # node's mark in its environment
+        for pid in processes_with("GEOTRAIN_NODE_ID", rec["node_id"]):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
 
     def _wait_gone(self, node_id: str, pgid: int) -> bool:
         deadline = time.monotonic() + KILL_WAIT_S

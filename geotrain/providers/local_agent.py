@@ -1,4 +1,5 @@
-"""The "VM" of a local node: the process that owns everything that runs on it. Standard library only.
+"""The "VM" of a local node: the process that owns everything that runs on it. Standard library only
+(and ``geotrain.node.tree``).
 
 ``python -m geotrain.providers.local_agent <node_dir>``. The local provider starts it in a session of
 its own, as the leader of the node's process group; the agent starts every command run on the node,
@@ -30,7 +31,6 @@ running.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import fcntl
 import json
 import os
@@ -41,11 +41,12 @@ import sys
 import time
 from pathlib import Path
 
+from geotrain.node.tree import become_subreaper, descendants
+
 PID_FILE = "agent.pid"
 COMMANDS = "commands"
 IDLE_WAKE_S = 1.0  # the agent also looks for commands and exited children this often
 STOP_S = 2.0  # how long ending the node may take to reap what it killed
-PR_SET_CHILD_SUBREAPER = 36
 
 
 def _exit(signum: int, frame: object) -> None:
@@ -127,6 +128,8 @@ class Agent:
         deadline = time.monotonic() + STOP_S
         while time.monotonic() < deadline:
             members = _group_members(os.getpid()) if Path("/proc/self/stat").exists() else []
+            # and what left the group (torchrun's workers start sessions of their own): our descendants
+            members = sorted(set(members) | set(descendants(os.getpid())))
             for pid in members:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
@@ -161,8 +164,7 @@ def main(argv: list[str]) -> int:
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, _exit)
     signal.signal(signal.SIGINT, _exit)
-    with contextlib.suppress(OSError, AttributeError):  # orphans on the node are reparented to us
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    become_subreaper()  # orphans on the node are reparented to us
     (node_dir / COMMANDS).mkdir(parents=True, exist_ok=True, mode=0o700)
     agent = Agent(node_dir)
     tmp = node_dir / f".{PID_FILE}.tmp"

@@ -4,6 +4,8 @@ cloud's metadata shape."""
 
 from __future__ import annotations
 
+import os
+
 import json
 import sys
 import time
@@ -139,6 +141,13 @@ def test_kill_and_stop_all_end_the_command_and_what_it_started(vm_world, tmp_pat
     second = channel.start(endpoint, ["sleep", "600"], env, tmp_path / "b.log", alive=lambda: True)
     first.kill()
     assert first.wait(timeout=10) < 0 and second.poll() is None
+    escaped = tmp_path / "escaped.pid"  # a child in a session of its own, as torchrun starts its workers
+    third = channel.start(endpoint, ["bash", "-c", f"setsid sleep 600 & echo $! > {escaped}; wait"], env,
+                          tmp_path / "c.log", alive=lambda: True)
+    wait_for(lambda: escaped.exists() and escaped.read_text().strip())
+    pid = int(escaped.read_text())
+    assert os.getsid(pid) == pid
     channel.stop_all(endpoint)
-    assert second.wait(timeout=10) < 0
+    assert second.wait(timeout=10) < 0 and third.wait(timeout=10) < 0
+    wait_for(lambda: not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split(")")[-1][:3])
     assert hv.alive(vm_id)  # the node stays

@@ -5,9 +5,11 @@ file mounts in place, nothing left running."""
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -91,3 +93,42 @@ def test_the_multi_node_ddp_task_trains_with_torchrun_over_two_nodes(tmp_path):
     assert len(nodes) == 2 and all(n.state.ended for n in nodes)
     assert len({n.offer_id for n in nodes}) == 1  # a gang in one zone
     assert not processes_of_run(run_id)
+
+
+@pytest.mark.parametrize("how", ["stop", "agent killed"])
+def test_a_torchrun_worker_in_a_session_of_its_own_ends_with_its_node(tmp_path, how):
+    """torchrun starts its workers in sessions of their own, out of reach of the node's process group:
+    they must still end with the node, whether the run is stopped or the node's agent dies."""
+    (tmp_path / "sleep.py").write_text("import os, time\nprint('worker', os.getpid(), flush=True)\ntime.sleep(300)\n")
+    task = tmp_path / "t.yaml"
+    task.write_text("resources: {infra: aws, accelerators: T4}\nworkdir: .\n"
+                    "run: torchrun --nnodes=1 --nproc_per_node=1 --master_port=$MASTER_PORT sleep.py\n")
+    launcher = subprocess.Popen([GEOTRAIN, "launch", str(task), "--yes", "--max-restarts", "0"], cwd=tmp_path,
+                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        worker = None
+        while worker is None and time.monotonic() < deadline:
+            time.sleep(0.3)
+            runs = Ledger(create=False).runs() if (Path(os.environ["GEOTRAIN_HOME"]) / "ledger.sqlite").exists() else []
+            for text in (logs_of(runs[0].run_id).values() if runs else ()):
+                words = [line.split() for line in text.splitlines() if line.startswith("worker ")]
+                worker = int(words[0][1]) if words else None
+        assert worker is not None, "the torchrun worker did not start"
+        run_id = runs[0].run_id
+        assert os.getsid(worker) == worker  # a session of its own: no killpg of the node reaches it
+        if how == "stop":
+            subprocess.run([GEOTRAIN, "stop", run_id], check=True, capture_output=True, timeout=60)
+        else:
+            [node] = LocalProvider().list(run_id)
+            agent = int((Path(os.environ["GEOTRAIN_HOME"]) / "providers" / "local" / "nodes" / node.node_id
+                         / "agent.pid").read_text())
+            os.kill(agent, signal.SIGKILL)  # the "VM" dies; the launcher finds the node lost
+            subprocess.run([GEOTRAIN, "stop", run_id], capture_output=True, timeout=60)
+        deadline = time.monotonic() + 15
+        while processes_of_run(run_id) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not processes_of_run(run_id)
+    finally:
+        launcher.kill()
+        launcher.wait()
