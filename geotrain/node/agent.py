@@ -47,7 +47,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlparse
 
 from geotrain.node.notices import Notice, NoticeSource, notice_source
-from geotrain.node.tree import kill_descendants
+from geotrain.node.tree import kill_descendants, signal_outside_group
 
 AGENT_FILE = "agent.json"
 NOTICE_FILE = "preemption-notice.json"  # the file geotrain.train.runtime and geotrain.train.api watch
@@ -154,6 +154,7 @@ class Node:
         for proc in running:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(proc.pid, signal.SIGUSR1)
+            signal_outside_group(proc.pid, signal.SIGUSR1)  # torchrun's workers, in sessions of their own
 
     def health(self) -> dict[str, Any]:
         notice = self.notice

@@ -55,3 +55,17 @@ def kill_descendants(root: int) -> int:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, signal.SIGKILL)
     return len(found)
+
+
+def signal_outside_group(root: int, signum: int) -> None:
+    """Send ``signum`` to the descendants of ``root`` outside its process group (the group gets it by
+    ``killpg``): the preemption notice reaches torchrun's workers too. Commands start with the notice
+    signal ignored, an inherited disposition, so a process that has not asked for it is not ended."""
+    try:
+        group = os.getpgid(root)
+    except OSError:
+        return
+    for pid in descendants(root):
+        with contextlib.suppress(ProcessLookupError, PermissionError, OSError):
+            if os.getpgid(pid) != group:
+                os.kill(pid, signum)

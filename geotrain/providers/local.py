@@ -55,6 +55,7 @@ from typing import Any
 from geotrain.domain import Location
 from geotrain.errors import NotFoundError, ProviderError
 from geotrain.files import atomic_write_text, geotrain_home
+from geotrain.node.tree import signal_outside_group
 from geotrain.procs import HAS_PROC, group_alive, pid_alive, proc_stat, processes_with
 from geotrain.providers.statefile import location_of, node_info
 from geotrain.providers.base import LOCAL_PROVIDER, Capabilities, LaunchRequest, LoginCommand, NodeInfo, NodeState
@@ -234,8 +235,8 @@ class LocalProvider:
     def preempt(self, node_id: str, *, notice_s: float = 0.0) -> None:
         """Take a node away as a spot market would. Does nothing to a node that has ended.
 
-        With ``notice_s`` > 0: write the notice file, send SIGUSR1 to the node's process group, and
-        kill the group ``notice_s`` seconds later. Without: kill it now. Either way the node ends
+        With ``notice_s`` > 0: write the notice file, send SIGUSR1 to the node's process group (and to
+        its processes in sessions of their own), and kill the group ``notice_s`` seconds later. Without: kill it now. Either way the node ends
         as preempted. A second notice for the same node does not move its deadline.
         """
         paths = self._paths()
@@ -255,6 +256,7 @@ class LocalProvider:
                                   json.dumps({"deadline": deadline, "notice_s": notice_s}))
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.killpg(rec["pgid"], signal.SIGUSR1)
+                signal_outside_group(rec["pid"], signal.SIGUSR1)  # torchrun's workers, in sessions of their own
                 timer = threading.Timer(notice_s, self._notice_expired, args=(paths, node_id))
                 timer.daemon = True
                 self._timers[node_id] = timer

@@ -95,11 +95,20 @@ def test_the_multi_node_ddp_task_trains_with_torchrun_over_two_nodes(tmp_path):
     assert not processes_of_run(run_id)
 
 
-@pytest.mark.parametrize("how", ["stop", "agent killed"])
+WORKER = """\
+import os, signal, time
+signal.signal(signal.SIGUSR1, lambda *_: print("heard the notice", flush=True))
+print("worker", os.getpid(), flush=True)
+time.sleep(300)
+"""
+
+
+@pytest.mark.parametrize("how", ["stop", "agent killed", "notice"])
 def test_a_torchrun_worker_in_a_session_of_its_own_ends_with_its_node(tmp_path, how):
     """torchrun starts its workers in sessions of their own, out of reach of the node's process group:
-    they must still end with the node, whether the run is stopped or the node's agent dies."""
-    (tmp_path / "sleep.py").write_text("import os, time\nprint('worker', os.getpid(), flush=True)\ntime.sleep(300)\n")
+    they must still hear a preemption notice and end with the node, whether the run is stopped or the
+    node's agent dies."""
+    (tmp_path / "sleep.py").write_text(WORKER)
     task = tmp_path / "t.yaml"
     task.write_text("resources: {infra: aws, accelerators: T4}\nworkdir: .\n"
                     "run: torchrun --nnodes=1 --nproc_per_node=1 --master_port=$MASTER_PORT sleep.py\n")
@@ -117,7 +126,15 @@ def test_a_torchrun_worker_in_a_session_of_its_own_ends_with_its_node(tmp_path, 
         assert worker is not None, "the torchrun worker did not start"
         run_id = runs[0].run_id
         assert os.getsid(worker) == worker  # a session of its own: no killpg of the node reaches it
-        if how == "stop":
+        if how == "notice":
+            [node] = LocalProvider().list(run_id)
+            LocalProvider().preempt(node.node_id, notice_s=30)
+            deadline = time.monotonic() + 15
+            while not any("heard the notice" in t for t in logs_of(run_id).values()) and time.monotonic() < deadline:
+                time.sleep(0.2)
+            assert any("heard the notice" in t for t in logs_of(run_id).values()), logs_of(run_id)
+            subprocess.run([GEOTRAIN, "stop", run_id], check=True, capture_output=True, timeout=60)
+        elif how == "stop":
             subprocess.run([GEOTRAIN, "stop", run_id], check=True, capture_output=True, timeout=60)
         else:
             [node] = LocalProvider().list(run_id)
