@@ -96,7 +96,8 @@ def launch(
         console().print(f"run {outcome.run_id} {outcome.status}: {outcome.reason}; {steps}"
                         f"{outcome.generations} generation(s), {outcome.preemptions} preemption(s), "
                         f"{outcome.restarts} restart(s), {usd(outcome.usd, 4)} in {outcome.wall_s:.1f} s; "
-                        f"checkpoints in {outcome.checkpoint_url}")
+                        f"checkpoints in {outcome.checkpoint_url}"
+                        + (f"; output: geotrain logs {outcome.run_id}" if steps == "" else ""))
     if outcome.status == "stopped" and outcome.reason == "interrupted":
         raise typer.Exit(EXIT_INTERRUPTED)
 
@@ -165,7 +166,11 @@ def _fields(obj) -> dict:  # noqa: ANN001
 
 def _started(run_id: str, training, err: bool = False) -> None:  # noqa: ANN001
     out = console(err)
-    out.print(f"run {run_id} started: trains {training.workload} with {training.sync.describe()}")
+    if training.workload.startswith("task "):  # a task file's setup and run (``launcher.task``)
+        out.print(f"run {run_id} started: runs {training.workload} (setup once per node, then run on every node; "
+                  f"their output: geotrain logs {run_id})")
+    else:
+        out.print(f"run {run_id} started: trains {training.workload} with {training.sync.describe()}")
     for line in training.substitutions:
         out.print(f"  substituted: {line}")
 
