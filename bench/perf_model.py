@@ -1,9 +1,12 @@
-"""Throughput model: predicted vs measured samples/s on every calibration run, and prediction speed.
+"""Throughput model: predicted vs measured samples/s on every calibration run, cross-validation, speed.
 
-For each run of Erben et al. (single GPU and one-zone multi-GPU tables) prints measured and
-predicted samples/s and averaging-round time with the relative error, then the median and max
-error; then how many predictions per second ``PerfModel.predict`` makes for a geo-distributed mix
-(the planner calls it for many candidate mixes).
+1. In sample: for each run of Erben et al. (single GPU and one-zone multi-GPU tables), measured and
+   predicted samples/s and averaging-round time with the relative error (the bundled fit).
+2. Leave one group out: the hivemind constants are refitted (``fit_hivemind``) without one group's
+   multi-peer runs and that group is predicted. Groups are setup families (setup × accelerator ×
+   cloud), then workloads. The single-node baselines are the model's measured compute rates, an
+   input of every fold, not a group. Median, p90 and max |error| per group and over all held-out runs.
+3. How many predictions per second ``PerfModel.predict`` makes for a geo-distributed mix.
 
     .venv/bin/python bench/perf_model.py
 """
@@ -12,36 +15,85 @@ from __future__ import annotations
 
 import statistics
 import time
+from collections.abc import Callable, Sequence
 
 from geotrain.domain import Continent, InstanceShape, InterruptionSignal, Location, Market, NodeGroup, Offer
-from geotrain.perf.calibration import load_runs, run_groups
-from geotrain.perf.data import data_text
 from geotrain.domain import SyncSettings
+from geotrain.perf.calibration import CalibrationRun, fit_hivemind, load_runs, multi_peer, run_groups
+from geotrain.perf.data import data_text
 from geotrain.perf.model import PerfModel
+from geotrain.perf.network import NetworkModel
 from geotrain.pricing.egress import EgressPrices
 from geotrain.perf.workloads import WorkloadRegistry
 
+REGISTRY = WorkloadRegistry.bundled()
+PARAMETERS = {name: REGISTRY.get(name).parameters for name in REGISTRY.names()}
 
-def calibration_table(model: PerfModel) -> None:
-    registry = WorkloadRegistry.bundled()
-    strategy = SyncSettings("hivemind")
-    errors, round_errors = [], []
+
+def errors(model: PerfModel, runs: Sequence[CalibrationRun]) -> list[tuple[CalibrationRun, float, float, float | None, float | None]]:
+    """(run, predicted samples/s, its error, predicted averaging round s, its error) per run."""
+    out = []
+    for run in runs:
+        estimate = model.predict(REGISTRY.get(run.workload), run_groups(run), SyncSettings("hivemind"))
+        err = estimate.samples_per_s / run.samples_per_s - 1
+        round_s = estimate.comm_time_per_round_s if run.averaging_round_s else None
+        round_err = round_s / run.averaging_round_s - 1 if round_s is not None else None
+        out.append((run, estimate.samples_per_s, err, round_s, round_err))
+    return out
+
+
+def summary(values: Sequence[float]) -> str:
+    if not values:
+        return f"{'-':>6} {'-':>6} {'-':>6}"
+    ordered = sorted(abs(v) for v in values)
+    p90 = ordered[min(len(ordered) - 1, round(0.9 * (len(ordered) - 1)))]
+    return f"{statistics.median(ordered):>6.1%} {p90:>6.1%} {ordered[-1]:>6.1%}"
+
+
+def calibration_table(model: PerfModel, runs: Sequence[CalibrationRun]) -> None:
+    print("In sample (bundled fit)")
     print(f"{'setup':<24} {'acc':<15} {'n':>2} {'workload':<17} {'measured':>9} {'predicted':>9} {'err':>6}"
           f" {'avg_s':>6} {'pred_s':>6} {'err':>6}")
-    for run in load_runs(data_text("calibration_runs.csv")):
-        estimate = model.predict(registry.get(run.workload), run_groups(run), strategy)
-        err = estimate.samples_per_s / run.samples_per_s - 1
-        errors.append(abs(err))
+    rows = errors(model, runs)
+    for run, predicted, err, round_s, round_err in rows:
         line = (f"{run.setup:<24} {run.accelerator:<15} {run.peers:>2} {run.workload:<17} {run.samples_per_s:>9.1f}"
-                f" {estimate.samples_per_s:>9.1f} {err:>+6.1%}")
-        if run.averaging_round_s:
-            round_err = estimate.comm_time_per_round_s / run.averaging_round_s - 1
-            round_errors.append(abs(round_err))
-            line += f" {run.averaging_round_s:>6.2f} {estimate.comm_time_per_round_s:>6.2f} {round_err:>+6.1%}"
+                f" {predicted:>9.1f} {err:>+6.1%}")
+        if round_s is not None:
+            line += f" {run.averaging_round_s:>6.2f} {round_s:>6.2f} {round_err:>+6.1%}"
         print(line)
-    print(f"samples/s: {len(errors)} runs, median |error| {statistics.median(errors):.1%}, max {max(errors):.1%}")
-    print(f"averaging round: {len(round_errors)} runs, median |error| {statistics.median(round_errors):.1%}, "
-          f"max {max(round_errors):.1%}")
+    sps = [r[2] for r in rows]
+    multi = [r[2] for r in rows if r[0].peers > 1]
+    rounds = [r[4] for r in rows if r[4] is not None]
+    print(f"samples/s: {len(sps)} runs, median |error| {statistics.median(map(abs, sps)):.1%}, max {max(map(abs, sps)):.1%}"
+          f" (multi-peer only: {len(multi)} runs, median {statistics.median(map(abs, multi)):.1%})")
+    print(f"averaging round: {len(rounds)} runs, median |error| {statistics.median(map(abs, rounds)):.1%}, "
+          f"max {max(map(abs, rounds)):.1%}")
+
+
+def family(run: CalibrationRun) -> str:
+    return f"{run.setup} / {run.accelerator} / {run.cloud}"
+
+
+def cross_validation(runs: Sequence[CalibrationRun], key: Callable[[CalibrationRun], str], title: str) -> None:
+    network, egress = NetworkModel.bundled(), EgressPrices.bundled()
+    multi = multi_peer(runs)
+    groups = sorted({key(r) for r in multi})
+    print(f"\nLeave one group out, groups = {title} ({len(groups)} groups; the single-node baselines are inputs"
+          " of every fold)")
+    print(f"{'held out':<48} {'runs':>4} | {'samples/s: median':>17} {'p90':>6} {'max':>6} |"
+          f" {'round: median':>13} {'p90':>6} {'max':>6} | fit")
+    every_sps, every_round = [], []
+    for group in groups:
+        held = [r for r in multi if key(r) == group]
+        rest = [r for r in runs if r not in held]
+        fit, report = fit_hivemind(rest, network, PARAMETERS)
+        rows = errors(PerfModel(egress=egress, network=network, fit=fit), held)
+        sps, rounds = [r[2] for r in rows], [r[4] for r in rows if r[4] is not None]
+        every_sps += sps
+        every_round += rounds
+        how = f"α {report['host_exponent'].split(' ')[0]}, κ {report['step_s_per_gparam'].split(' ')[0]}"
+        print(f"{group:<48} {len(held):>4} | {summary(sps):>31} | {summary(rounds):>27} | {how}")
+    print(f"{'all held-out runs':<48} {len(every_sps):>4} | {summary(every_sps):>31} | {summary(every_round):>27} |")
 
 
 def offer(cloud: str, region: str, zone: str, continent: Continent, instance: str, accel: str, price: float) -> Offer:
@@ -73,5 +125,9 @@ def speed(model: PerfModel, seconds: float = 2.0) -> None:
 
 if __name__ == "__main__":
     perf = PerfModel(egress=EgressPrices.bundled())
-    calibration_table(perf)
+    calibration = load_runs(data_text("calibration_runs.csv"))
+    calibration_table(perf, calibration)
+    cross_validation(calibration, family, "setup families (setup / accelerator / cloud)")
+    cross_validation(calibration, lambda r: r.workload, "workloads")
+    print()
     speed(perf)

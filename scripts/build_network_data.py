@@ -7,7 +7,8 @@ Sources (in ../shared/data, see geotrain/perf/data/PROVENANCE.md):
   median RTT over all entries of the pair (both directions), median aggregate throughput.
 - hivemind-multi-cloud (MIT; Erben et al., VLDB 2024): iperf (single TCP stream) and ping between
   the T4/A10/on-prem machines that trained. -> measured_links.csv (pairs whose regions the data
-  pins down) and network.json (the single-stream model's parameters):
+  pins down, with the most that the multi-stream runs of experiment set 3 carried between the same
+  regions as their measured aggregate) and network.json (the single-stream model's parameters):
     * ``nic_cap_gbps`` per cloud: single-stream throughput inside one zone;
     * ``window_mb`` per link kind: median of bandwidth x RTT over the measured pairs of that kind,
       i.e. the effective TCP window that bounds one stream at bandwidth = window / RTT.
@@ -26,6 +27,7 @@ from __future__ import annotations
 import argparse
 import csv
 import glob
+import re
 import json
 import statistics
 import sys
@@ -91,14 +93,18 @@ def skyplane_links(data: Path) -> tuple[list[dict], dict[tuple[str, str], float]
     return rows, rtt_median
 
 
-def hivemind_samples(data: Path) -> list[dict]:
-    """Every single-stream iperf sample: (experiment, local, target, Mbit/s, RTT ms)."""
+def hivemind_samples(data: Path, *, streams: str = "single") -> list[dict]:
+    """Every iperf sample: (experiment, local, target, Mbit/s, RTT ms, streams). ``streams``: "single"
+    (one TCP stream: what the window and the measured pairs are fitted on) or "multi" (the
+    multi-threaded runs of experiment set 3, 5 to 160 parallel streams)."""
     root = data / "hivemind-multi-cloud/artifacts/networking/logs"
     out = []
     for path in sorted(glob.glob(str(root / "**/*.csv"), recursive=True)):
         rel = Path(path).relative_to(root).as_posix()
-        if "multi-threaded" in rel and not rel.endswith("-1thread.csv"):
-            continue  # several streams; geotrain models one stream per peer pair
+        threads = re.search(r"-(\d+)thread\.csv$", rel)
+        multi = "multi-threaded" in rel and threads is not None and threads.group(1) != "1"
+        if multi != (streams == "multi"):
+            continue
         with open(path, newline="") as handle:
             for row in csv.DictReader(handle):
                 unit = UNITS.get(row["bandwidth_metric"])
@@ -106,10 +112,11 @@ def hivemind_samples(data: Path) -> list[dict]:
                     continue
                 out.append({
                     "experiment": rel.split("/")[0] + "/" + rel.split("/")[1],
-                    "local": row["local_hostname"].replace("-1thread", ""),
+                    "local": re.sub(r"-\d+thread$", "", row["local_hostname"]),
                     "target": row["target_hostname"],
                     "mbps": float(row["bandwidth"]) * unit,
                     "rtt_ms": float(row["avg_ping_ms"]),
+                    "streams": int(threads.group(1)) if threads else 1,
                 })
     return out
 
@@ -165,7 +172,10 @@ def build(data: Path, out: Path) -> None:
             "min_mb": round(min(products), 3), "max_mb": round(max(products), 3), "samples": len(rows),
         }
 
-    measured = measured_pairs(by_kind, rtt_median)
+    multi: dict[str, list[dict]] = defaultdict(list)
+    for sample in hivemind_samples(data, streams="multi"):
+        multi[classify(sample)].append(sample)
+    measured = measured_pairs(by_kind, rtt_median, multi)
 
     network = {
         "continent_rtt_ms": continent_rtt(rtt_median),
@@ -193,9 +203,8 @@ def continent_rtt(rtt_median: dict) -> dict[str, float]:
     """Median RTT per continent pair, the fallback for regions without a Skyplane measurement."""
     sys.path.insert(0, str(REPO))
     from geotrain.perf.network import continent_medians
-    from geotrain.pricing.geography import region_continents
 
-    continent_of = {f"{cloud}/{region}": str(c) for (cloud, region), c in region_continents().items()}
+    continent_of = region_continent_names()
     rtt = {tuple(k.replace(":", "/", 1) for k in key): value for key, value in rtt_median.items()}
     missing = sorted({r for key in rtt for r in key if r not in continent_of})
     if missing:
@@ -203,7 +212,26 @@ def continent_rtt(rtt_median: dict) -> dict[str, float]:
     return continent_medians(rtt, continent_of)
 
 
-def measured_pairs(by_kind: dict[str, list[dict]], rtt_median: dict) -> list[dict]:
+def multi_stream_aggregate(samples: list[dict]) -> tuple[float, int] | None:
+    """The most that several parallel streams carried between a pair (Gbit/s, streams): the median
+    per stream count, the best count."""
+    by_streams: dict[int, list[float]] = defaultdict(list)
+    for s in samples:
+        by_streams[s["streams"]].append(s["mbps"])
+    medians = {n: statistics.median(v) / 1e3 for n, v in by_streams.items() if statistics.median(v) > 0}
+    if not medians:
+        return None
+    best = max(medians, key=lambda n: (medians[n], -n))
+    return medians[best], best
+
+
+def measured_pairs(by_kind: dict[str, list[dict]], rtt_median: dict,
+                   multi: dict[str, list[dict]] | None = None) -> list[dict]:
+    continents = region_continent_names()
+    parallel: dict[tuple, list[dict]] = defaultdict(list)
+    for sample in (multi or {}).get("cross_continent", []):
+        if sample["local"].startswith("gc") and (pair := set1_region_pair(sample["rtt_ms"])):
+            parallel[(("gcp", pair[0]), ("gcp", pair[1]))].append(sample)
     groups: dict[tuple, list[dict]] = defaultdict(list)
     for sample in by_kind["cross_continent"]:
         if sample["experiment"].startswith("experiment-set-1/1-") and sample["local"].startswith("gc"):
@@ -219,13 +247,26 @@ def measured_pairs(by_kind: dict[str, list[dict]], rtt_median: dict) -> list[dic
         reference = rtt_median.get(pair_key(f"{a[0]}:{a[1]}", f"{b[0]}:{b[1]}"))
         if reference is None or abs(rtt - reference) > 0.15 * reference:
             sys.exit(f"region identification failed for {a}-{b}: measured {rtt:.1f} ms, Skyplane {reference} ms")
+        aggregate = multi_stream_aggregate(parallel.get((a, b), []))
         rows.append({
             "cloud_a": a[0], "region_a": a[1], "cloud_b": b[0], "region_b": b[1],
+            "continent_a": continents[f"{a[0]}/{a[1]}"], "continent_b": continents[f"{b[0]}/{b[1]}"],
             "bandwidth_gbps": f"{statistics.median(s['mbps'] for s in samples) / 1e3:.4f}",
             "rtt_ms": f"{rtt:.2f}", "samples": len(samples), "skyplane_rtt_ms": f"{reference:.2f}",
-            "source": experiment,
+            "aggregate_gbps": "" if aggregate is None else f"{aggregate[0]:.3f}",
+            "aggregate_streams": "" if aggregate is None else str(aggregate[1]),
+            "source": experiment + ("; aggregate: multi-stream iperf set 3 (GC EU->US), best of 5-80 streams"
+                                    if aggregate else ""),
         })
     return rows
+
+
+def region_continent_names() -> dict[str, str]:
+    """``cloud/region`` -> its continent, from geotrain's region map."""
+    sys.path.insert(0, str(REPO))
+    from geotrain.pricing.geography import region_continents
+
+    return {f"{cloud}/{region}": str(c) for (cloud, region), c in region_continents().items()}
 
 
 def write_csv(path: Path, rows: list[dict]) -> None:

@@ -4,7 +4,8 @@ Writes:
 - calibration_runs.csv: the measured runs (a copy of erben-calibration.csv, MIT) so that tests and
   the bench run without ../shared;
 - compute_rates.csv: the measured single-node rates (the runs with one peer);
-- calibration.json: the fitted Hivemind efficiencies and round overhead (geotrain.perf.calibration).
+- calibration.json: the fitted Hivemind constants (geotrain.perf.calibration): per-workload
+  efficiency, fixed cost per step, host factor, round overhead; the report says which are priors.
 
     python scripts/calibrate_perf.py [--data-dir ../shared/data]
 
@@ -60,6 +61,10 @@ def main() -> None:
             "round_floor_s": fit.round_floor_s,
             "per_peer_s": fit.per_peer_s,
             "per_gparam_s": fit.per_gparam_s,
+            "step_s_per_gparam": fit.step_s_per_gparam,
+            "host_vcpus": fit.host_vcpus,
+            "host_exponent": fit.host_exponent,
+            "unknown_vcpus": fit.unknown_vcpus,
         },
         "fit": report | {"source": "erben-calibration.csv (one-zone GC T4 and LambdaLabs A10 tables)"},
     }

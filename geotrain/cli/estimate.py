@@ -9,6 +9,7 @@ import typer
 
 from geotrain.cli.render import console, print_document, sync_settings, usd
 from geotrain.domain import PRECISIONS, SyncSettings, SyncStrategyName
+from geotrain.errors import InputError
 
 _STRATEGIES = tuple(s.value for s in SyncStrategyName)
 _SYNC = SyncSettings()  # the defaults, for the help texts
@@ -17,9 +18,16 @@ NODES_HELP = ("Comma-separated CLOUD/ZONE-OR-REGION/INSTANCE[/MARKET]=COUNT item
               "A region takes its cheapest zone; MARKET defaults to spot (owned for onprem).")
 
 
+BATCH_HELP = ("A JSON Lines file, one setup per line in the job spec's words: {\"workload\": ..., \"nodes\": ..., "
+              "\"strategy\": ..., \"sync\": {\"target_batch_size\": ...}}. Prints one JSON answer per line, in order "
+              "(a bad line gets an answer naming its problem; exit 2 if any line failed). The other flags apply to every line.")
+_SETUP_FLAGS = ("--workload", "--nodes", "--strategy", "--precision", "--tbs", "--local-steps", "--accumulation-steps",
+                "--micro-batches")
+
+
 def estimate(
-    workload: str = typer.Option(..., "--workload", help="Workload name, e.g. convnext-large, roberta-xlm, tiny-cnn."),
-    nodes: str = typer.Option(..., "--nodes", help=NODES_HELP),
+    workload: str = typer.Option(None, "--workload", help="Workload name, e.g. convnext-large, roberta-xlm, tiny-cnn."),
+    nodes: str = typer.Option(None, "--nodes", help=NODES_HELP),
     strategy: str = typer.Option(None, "--strategy", help=f"One of {', '.join(_STRATEGIES)} (default {_SYNC.strategy.value})."),
     onprem: Path = typer.Option(None, "--onprem", help="On-prem inventory (YAML) for onprem/... nodes."),
     precision: str = typer.Option(None, "--precision", help=f"On the wire: {', '.join(PRECISIONS)} (default {_SYNC.precision})."),
@@ -34,23 +42,48 @@ def estimate(
     egress: Path = typer.Option(None, "--egress", help="CSV of your own egress rates, in the egress table's format "
                                 "(cloud,link_class,src_continent,dst_continent,usd_per_gb[,payer][,source])."),
     snapshot_id: str = typer.Option(None, "--snapshot", help="Price snapshot id (default: the current one)."),
+    batch: Path = typer.Option(None, "--batch", help=BATCH_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print the estimate as JSON."),
 ) -> None:
     """Predict samples/s, round time, egress and $/1M samples for a mix of nodes, and name the bottleneck."""
-    from geotrain.app.estimate import EstimateRequest, estimate_record
+    from geotrain.app.estimate import EstimateInputs, EstimateRequest, estimate_record
     from geotrain.app.estimate import estimate as run_estimate
 
+    inputs = EstimateInputs(onprem_inventory=onprem, rates_file=rates, links_file=links, workloads_file=workloads,
+                            snapshot_id=snapshot_id, provider=provider, egress_file=egress)
+    setup = (workload, nodes, strategy, precision, target_batch_size, local_steps, accumulation_steps, micro_batches)
+    if batch is not None:
+        given = [flag for flag, value in zip(_SETUP_FLAGS, setup, strict=True) if value is not None]
+        if given:
+            raise InputError(f"{given[0]}: with --batch each line gives its own setup; drop {', '.join(given)} "
+                             "or put them in the lines")
+        run_batch(batch, inputs)
+        return
+    for flag, value in ((_SETUP_FLAGS[0], workload), (_SETUP_FLAGS[1], nodes)):
+        if value is None:
+            raise InputError(f"{flag}: required (or give --batch FILE with one setup per line)")
     sync = sync_settings(strategy=strategy, target_batch_size=target_batch_size, local_steps=local_steps,
                          accumulation_steps=accumulation_steps, precision=precision, micro_batches=micro_batches)
-    request = EstimateRequest(
-        workload=workload, nodes=nodes, sync=sync, onprem_inventory=onprem, rates_file=rates, links_file=links,
-        workloads_file=workloads, snapshot_id=snapshot_id, provider=provider, egress_file=egress,
-    )
-    result = run_estimate(request)
+    result = run_estimate(EstimateRequest(workload=workload, nodes=nodes, sync=sync, inputs=inputs))
     if as_json:
         print_document("estimate", estimate_record(result))
     else:
         render(result)
+
+
+def run_batch(path: Path, inputs) -> None:  # noqa: ANN001 - app types are imported lazily
+    """One ``estimate`` document per line (with the line it answers), or an ``estimate-error`` one."""
+    from geotrain.app.estimate import estimate_batch, estimate_record
+
+    failed = False
+    for answer in estimate_batch(path, inputs):
+        if answer.result is None:
+            failed = True
+            print_document("estimate-error", {"line": answer.line, "error": answer.error}, one_line=True)
+        else:
+            print_document("estimate", {"line": answer.line, **estimate_record(answer.result)}, one_line=True)
+    if failed:
+        raise typer.Exit(2)  # bad input, as a flag would be: the answers above say which lines
 
 
 def render(outcome) -> None:  # noqa: ANN001

@@ -11,9 +11,9 @@ from typing import Any
 from geotrain.errors import InputError
 
 
-def print_json(value: Any) -> None:
-    """Machine-readable output: plain JSON on stdout, nothing else."""
-    sys.stdout.write(json.dumps(value, indent=2, default=str, allow_nan=False) + "\n")
+def print_json(value: Any, *, one_line: bool = False) -> None:
+    """Machine-readable output: plain JSON on stdout, nothing else (on one line with ``one_line``)."""
+    sys.stdout.write(json.dumps(value, indent=None if one_line else 2, default=str, allow_nan=False) + "\n")
 
 
 SCHEMA_VERSION = 1
@@ -39,6 +39,7 @@ DOCUMENTS: dict[str, DocumentKind] = {
     "check": DocumentKind("check", ("clouds",)),
     "estimate": DocumentKind("estimate", ("workload", "strategy", "nodes", "samples_per_s", "usd_per_hour",
                                           "usd_per_million_samples", "bottleneck")),
+    "estimate-error": DocumentKind("estimate --batch", ("line", "error")),
     "plan": DocumentKind("plan", ("plan_id", "items")),
     "launch": DocumentKind("launch", ("run_id", "status", "reason", "steps", "generations", "preemptions",
                                       "restarts", "usd", "wall_s", "checkpoint_url")),
@@ -56,17 +57,18 @@ def schema_name(kind: str) -> str:
     return f"geotrain.{kind}.v{SCHEMA_VERSION}"
 
 
-def print_document(kind: str, body: dict[str, Any]) -> None:
+def print_document(kind: str, body: dict[str, Any], *, one_line: bool = False) -> None:
     """Every ``--json`` prints exactly one JSON object on stdout: ``{"schema": "geotrain.<kind>.v1", ...}``
     with the keys :data:`DOCUMENTS` names for the kind (a list goes under a key of its own, never at the
-    top); progress and notes go to stderr."""
+    top); progress and notes go to stderr. ``one_line``: the document on one line (a JSON Lines answer,
+    one per line of ``estimate --batch``)."""
     if "schema" in body:
         raise ValueError("a document's body must not carry its own schema field")
     name = schema_name(kind)
     missing = [key for key in DOCUMENTS[kind].keys if key not in body]
     if missing:
         raise ValueError(f"a {kind} document lacks {', '.join(missing)}")
-    print_json({"schema": name, **body})
+    print_json({"schema": name, **body}, one_line=one_line)
 
 
 def note(message: str) -> None:

@@ -29,7 +29,11 @@ def bottleneck_words(result: Estimate) -> str:
     if b.what == "site uplink":
         return f"the uplink of on-prem site {a.location.region} ({a.uplink_gbps:g} Gbit/s): {share}"
     link = b.link
-    how = "measured" if link.measured else ("RTT measured, bandwidth modelled" if link.rtt_measured else "estimated")
+    how = {"measured": "measured", "derived": f"derived from the measured pair {link.derived_from}",
+           "modelled": "RTT measured, bandwidth modelled"}.get(link.basis, "estimated")
+    if b.what == "link aggregate":
+        return (f"all streams between {_where(a)} and {_where(c)} together ({link.aggregate_gbps:.2f} Gbit/s "
+                f"aggregate, one stream per peer at {link.bandwidth_gbps * 1000:.0f} Mbit/s): {share}")
     if b.what == "node egress":
         return (f"each {_where(a)} node's own egress ({link.bandwidth_gbps:.2f} Gbit/s single stream, {how}): {share}")
     return (f"the link {_where(a)} <-> {_where(c)} ({link.link_class.value.replace('_', ' ')}, "

@@ -113,6 +113,8 @@ def bundled_fit() -> HivemindFit:
     return HivemindFit(
         efficiency=dict(data["efficiency"]), default_efficiency=data["default_efficiency"],
         round_floor_s=data["round_floor_s"], per_peer_s=data["per_peer_s"], per_gparam_s=data["per_gparam_s"],
+        step_s_per_gparam=data["step_s_per_gparam"], host_vcpus=data["host_vcpus"],
+        host_exponent=data["host_exponent"], unknown_vcpus=data["unknown_vcpus"],
     )
 
 
@@ -137,19 +139,23 @@ class PerfModel:
     """
 
     def __init__(self, *, egress: TransferPrices, rates: RateTable | LocalRates | None = None,
-                 network: NetworkModel | LoopbackNetwork | None = None, host: LocalHost | None = None) -> None:
+                 network: NetworkModel | LoopbackNetwork | None = None, host: LocalHost | None = None,
+                 fit: HivemindFit | None = None) -> None:
         self.rates = rates or RateTable.bundled()
         self.network = network or NetworkModel.bundled()
         self.egress = egress
         self.host = host
+        self.fit = fit  # hivemind's constants (None: the bundled calibration)
 
     def with_sites(self, sites: dict[str, SitePlacement]) -> PerfModel:
-        return PerfModel(rates=self.rates, network=self.network.with_sites(sites), egress=self.egress, host=self.host)
+        return PerfModel(rates=self.rates, network=self.network.with_sites(sites), egress=self.egress, host=self.host,
+                         fit=self.fit)
 
     def on_local_host(self, host: LocalHost) -> PerfModel:
         """The same model for nodes that are processes on this machine (the local provider)."""
         base = self.rates.base if isinstance(self.rates, LocalRates) else self.rates
-        return PerfModel(rates=LocalRates(base, host), network=LoopbackNetwork(host), egress=self.egress, host=host)
+        return PerfModel(rates=LocalRates(base, host), network=LoopbackNetwork(host), egress=self.egress, host=host,
+                         fit=self.fit)
 
     def host_share(self, nodes: int) -> float:
         """The share of a core each node gets: 1 on separate machines, cores/nodes when more local
@@ -178,7 +184,7 @@ class PerfModel:
         if not groups:
             raise InputError("no nodes to estimate: give at least one node")
         precision = sync.precision
-        strategy = make_strategy(sync)
+        strategy = make_strategy(sync, self.fit)
         share = self.host_share(sum(g.count for g in groups))
         rates = tuple(self.rates.node_rate(workload, g.offer.shape.accelerator, g.offer.shape.accelerator_count)
                       for g in groups)
@@ -186,7 +192,7 @@ class PerfModel:
             PeerGroup(g.offer.location, g.count,
                       self.data_capped_rate(r.samples_per_s * share, g.offer.location, data),
                       samples_per_step(workload, sync, g.offer.shape.accelerator_count),
-                      1.0 if goodputs is None else goodputs[n])
+                      1.0 if goodputs is None else goodputs[n], g.offer.shape.vcpus)
             for n, (g, r) in enumerate(zip(groups, rates, strict=True))
         ]
         uplinks = {g.offer.location.region: g.offer.uplink_gbps for g in groups

@@ -6,25 +6,38 @@ Notation (all per round unless said otherwise):
   ``n = Σ c_g`` nodes; ``mb_g`` = micro-batch per step of a node (workload micro-batch × accelerators);
 - ``W`` = bytes of one copy of the parameters on the wire (parameters × bytes per parameter);
 - ``bw(g,h)``, ``rtt(g,h)``: single-stream bandwidth and RTT between a node of g and one of h
-  (:mod:`geotrain.perf.network`); ``cap_g`` = a node's own single-stream cap (same-zone figure);
+  (:mod:`geotrain.perf.network`); ``cap_g`` = a node's own egress cap (its same-zone figure: one
+  stream already fills a cloud VM's NIC, see ``perf/data/PROVENANCE.md``); ``agg(q,q')`` = what all
+  streams of one sender in region q towards region q' carry (an aggregate figure, if any);
 - ``v(n) = 2(n−1)/n``: the share of ``W`` each node sends in an all-reduce.
 
 Strategies
 ----------
 ``hivemind`` (Erben et al.): peers accumulate gradients until the target batch size ``TBS`` is
 reached across all peers, then average parameters in a butterfly all-reduce (each node sends
-``2W/n`` to every other node)::
+``2W/n`` to every other node). A node of g trains inside Hivemind at ``r'_g``, below ``r_g``: a
+share ``e_w`` of its compute time per workload (what the protocol costs in proportion to the
+training), and a fixed cost per step ``h_g·κ·P/1e9`` seconds (gradient accumulation and step
+bookkeeping over the ``P`` parameters, on the node's host) amortised over its micro-batch ``mb_g``;
+the round's own work (matchmaking, compression, reduction, the optimizer step) runs on the hosts,
+and the slowest host in the round sets its pace::
 
-    T_calc   = TBS / (e_w · Σ c_g r_g)                         e_w: Hivemind efficiency of workload w
+    1/r'_g   = 1/(e_w·r_g) + h_g·κ·(P/1e9)/mb_g      per sample;  r'_g = e_w·q_g·r_g with
+    q_g      = 1 / (1 + h_g·κ·(P/1e9)·e_w·r_g/mb_g)  the node's step efficiency
+    h(v)     = (min(v, V)/V)^(−α) ≥ 1                 host factor of a node with v vCPUs
+    T_calc   = TBS / Σ c_g r'_g
     T_xfer   = max( max_{g,h} (2W/n)·8 / bw(g,h) + 2·rtt(g,h),  slowest peer pair (two phases)
                     max_g v(n)·W·8 / cap_g,                     a node's own egress
                     max_site bytes leaving site·8 / uplink )    an on-prem site's uplink;
                bytes leaving a site = c_s·(n − c_s)·2W/n
-    T_comm   = f0 + β·n + γ·(P/1e9)·v(n) + T_xfer
+    T_comm   = max_g h_g · (f0 + β·n + γ·(P/1e9)·v(n)) + T_xfer
     T_round  = T_calc + T_comm,   samples = TBS,   granularity = T_calc / T_comm
 
-``e_w``, ``f0``, ``β``, ``γ`` are fitted on the one-zone tables of Erben et al.
-(``scripts/calibrate_perf.py``). One node alone trains at ``r`` (no averaging).
+``e_w``, ``κ``, ``α``, ``f0``, ``β``, ``γ`` are fitted on the one-zone tables of Erben et al. (GC T4
+VMs with 8 vCPUs, LambdaLabs A10 VMs with 30; ``scripts/calibrate_perf.py``, which says which are
+priors); ``V`` is a prior. A multi-GPU node with a large micro-batch (a DGX-2) amortises the fixed
+cost per step over many samples, a single small GPU on a small VM over few. One node alone trains
+at ``r`` (no averaging).
 
 ``allreduce``: synchronous data parallel (DDP); a ring all-reduce of the gradients every step,
 timed over the slowest link in use (nodes are ordered by location, so the ring crosses each region
@@ -52,6 +65,11 @@ pushes must fit through its link::
     T_cycle_q = max(A·T_step_q, 2W·8 / bw(q, home) + rtt(q, home))
     samples/s = Σ_q A · Σ_{g∈q} c_g mb_g / T_cycle_q
 
+The other strategies send over one stream per ring hop, leader pair or push (a region's ring
+crosses each region boundary once), so their link terms use the single-stream ``bw`` only; an
+on-prem site's one stream is at most its ``single_stream_gbps`` (or uplink), see
+:mod:`geotrain.perf.network`.
+
 Statistical efficiency (how staleness or infrequent averaging changes the samples needed to reach
 a given loss) is outside this model: it predicts samples per second and bytes, not accuracy.
 """
@@ -75,13 +93,14 @@ class PeerGroup:
     samples_per_s: float  # one node, training alone
     samples_per_step: int  # one node's micro-batch (all its accelerators)
     goodput: float = 1.0  # the share of its time a node trains (expected interruptions left out)
+    vcpus: float = 0.0  # the node's virtual CPUs (hivemind's host factor; 0 = unknown)
 
 
 @dataclass(frozen=True, slots=True)
 class Bottleneck:
     """What limits a round: a link between two groups, a node's egress, a site's uplink, or compute."""
 
-    what: str  # "link" | "node egress" | "site uplink" | "compute" | "overhead"
+    what: str  # "link" | "link aggregate" | "node egress" | "site uplink" | "compute" | "overhead"
     seconds: float
     groups: tuple[int, int] | None = None
     link: LinkEstimate | None = None
@@ -135,16 +154,43 @@ class Topology:
 
 @dataclass(frozen=True, slots=True)
 class HivemindFit:
-    """Fitted constants of the hivemind strategy (see ``perf/data/calibration.json``)."""
+    """Fitted constants of the hivemind strategy (see ``perf/data/calibration.json``).
+
+    ``efficiency``: ``e_w`` per workload; ``step_s_per_gparam``: ``κ``; ``round_floor_s``,
+    ``per_peer_s``, ``per_gparam_s``: ``f0``, ``β``, ``γ`` on the fastest host (host factor 1);
+    ``host_vcpus``: ``V``, ``host_exponent``: ``α``; ``unknown_vcpus``: what a node of unknown size
+    counts as."""
 
     efficiency: dict[str, float]
     default_efficiency: float
     round_floor_s: float
     per_peer_s: float
     per_gparam_s: float
+    step_s_per_gparam: float = 0.0
+    host_vcpus: float = 1.0
+    host_exponent: float = 0.0
+    unknown_vcpus: float = 8.0
 
     def efficiency_of(self, workload: str) -> float:
         return self.efficiency.get(workload, self.default_efficiency)
+
+    def host_factor(self, vcpus: float) -> float:
+        """h(v) = (min(v, V)/V)^(−α) ≥ 1: how much slower than the fastest host Hivemind's own work runs."""
+        v = vcpus if vcpus > 0 else self.unknown_vcpus
+        return (min(v, self.host_vcpus) / self.host_vcpus) ** -self.host_exponent
+
+    def step_efficiency(self, workload: str, parameters: int, samples_per_s: float, samples_per_step: int,
+                        vcpus: float) -> float:
+        """q = 1 / (1 + h·κ·(P/1e9)·e_w·r / mb): the share of ``e_w·r`` a node keeps after the
+        protocol's fixed cost per step (amortised over its micro-batch ``mb``)."""
+        fixed = self.host_factor(vcpus) * self.step_s_per_gparam * parameters / 1e9
+        return 1.0 / (1.0 + fixed * self.efficiency_of(workload) * samples_per_s / samples_per_step)
+
+    def node_rate(self, workload: str, parameters: int, group: PeerGroup) -> float:
+        """r_eff = e_w·q·r: what one node of ``group`` trains inside Hivemind."""
+        e = self.efficiency_of(workload)
+        return e * group.samples_per_s * self.step_efficiency(workload, parameters, group.samples_per_s,
+                                                              group.samples_per_step, group.vcpus)
 
 
 def share(n: int) -> float:
@@ -158,8 +204,9 @@ def seconds(payload_bytes: float, gbps: float) -> float:
 
 # The terms of a round, shared with the planner's linear model (geotrain.planning): one formula, two users.
 
-def hivemind_overhead_s(fit: HivemindFit, n: int, parameters: int) -> float:
-    return fit.round_floor_s + fit.per_peer_s * n + fit.per_gparam_s * parameters / 1e9 * share(n)
+def hivemind_overhead_s(fit: HivemindFit, n: int, parameters: int, host: float = 1.0) -> float:
+    """h·(f0 + β·n + γ·(P/1e9)·v(n)); ``host`` = h of the slowest node (1: the fastest host, a lower bound)."""
+    return host * (fit.round_floor_s + fit.per_peer_s * n + fit.per_gparam_s * parameters / 1e9 * share(n))
 
 
 def hivemind_pair_s(payload: float, n: int, link: LinkEstimate) -> float:
@@ -172,6 +219,12 @@ def hivemind_node_egress_s(payload: float, n: int, cap_gbps: float) -> float:
 
 def hivemind_site_s(payload: float, n: int, inside: int, uplink_gbps: float) -> float:
     return seconds(inside * (n - inside) * 2 * payload / n, uplink_gbps)
+
+
+def hivemind_aggregate_s(payload: float, n: int, senders: int, receivers: int, aggregate_gbps: float) -> float:
+    """One sender (a VM, or an on-prem site of ``senders`` machines) sends ``2W/n`` to each of
+    ``receivers`` nodes in another region, all through one aggregate cap."""
+    return seconds(senders * receivers * 2 * payload / n, aggregate_gbps)
 
 
 def ring_pair_s(payload: float, n: int, link: LinkEstimate) -> float:
@@ -212,6 +265,9 @@ class Hivemind:
             t = hivemind_site_s(payload, n, sum(topo.groups[i].count for i in members), uplink)
             if t > worst:
                 worst, bound = t, Bottleneck("site uplink", t, (members[0], members[0]))
+        t, found = _aggregate_term(topo, payload)
+        if found is not None and t > worst:
+            worst, bound = t, found
         return worst, bound, sent
 
     def cost(self, topo: Topology, payload: float, parameters: int, workload: str) -> SyncCost:
@@ -221,9 +277,12 @@ class Hivemind:
         if n == 1:
             return SyncCost(raw, self.target_batch_size / raw, self.target_batch_size,
                             self.target_batch_size / raw, 0.0, 0.0, {}, Bottleneck("compute", 0.0), good)
-        calc = self.target_batch_size / (self.fit.efficiency_of(workload) * raw)
+        fit = self.fit
+        inside = [g.count * fit.node_rate(workload, parameters, g) for g in topo.groups]
+        calc = self.target_batch_size / sum(inside)
         xfer, bound, sent = self.transfer(topo, payload)
-        overhead = hivemind_overhead_s(self.fit, n, parameters)
+        host = max(fit.host_factor(g.vcpus) for g in topo.groups)
+        overhead = hivemind_overhead_s(fit, n, parameters, host)
         comm = overhead + xfer
         round_s = calc + comm
         if bound is None or overhead > xfer:
@@ -234,8 +293,33 @@ class Hivemind:
             bytes_per_peer_per_round=share(n) * payload,
             bytes_per_s={k: v / round_s for k, v in sent.items()}, bottleneck=bound,
             good_samples_per_s=self.target_batch_size / (
-                self.target_batch_size / (self.fit.efficiency_of(workload) * good) + comm),
+                self.target_batch_size / sum(r * g.goodput for r, g in zip(inside, topo.groups, strict=True))
+                + comm),
         )
+
+
+def _aggregate_term(topo: Topology, payload: float) -> tuple[float, Bottleneck | None]:
+    """The slowest region pair by its aggregate cap: ``max_{q,q'} B(q,q')·8 / agg(q,q')``."""
+    n = topo.nodes
+    regions = topo.regions()
+    count = {q: sum(topo.groups[i].count for i in members) for q, members in regions.items()}
+    # one sender: a VM sends its own streams; an on-prem site's machines share one path
+    senders = {q: count[q] if topo.groups[members[0]].location.cloud == CLOUD_ONPREM else 1
+               for q, members in regions.items()}
+    names = sorted(regions)
+    worst, bound = 0.0, None
+    for x, q in enumerate(names):
+        for r in names[x + 1:]:
+            capped = [(topo.link(i, j).aggregate_gbps, i, j) for i in regions[q] for j in regions[r]
+                      if topo.link(i, j).aggregate_gbps]
+            if not capped:
+                continue
+            aggregate, i, j = min(capped)
+            t = max(hivemind_aggregate_s(payload, n, senders[q], count[r], aggregate),
+                    hivemind_aggregate_s(payload, n, senders[r], count[q], aggregate))
+            if t > worst:
+                worst, bound = t, Bottleneck("link aggregate", t, (i, j), topo.link(i, j))
+    return worst, bound
 
 
 def _ring(topo: Topology, members: Sequence[int]) -> list[tuple[int, int]]:

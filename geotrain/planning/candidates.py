@@ -94,8 +94,10 @@ def build_candidates(offers: Sequence[Offer], *, job: JobSpec, workload: Workloa
     """``capacity_of``: at most this many nodes of an offer (the capacity model at a confidence)."""
     keep = dict(keep or {})
     default = default_interruption_rate(offers) if default_rate is None else default_rate
-    # a node trains e·rate inside Hivemind: that is what it reads from the data
-    efficiency = bundled_fit().efficiency_of(workload.name) if job.strategy is SyncStrategyName.HIVEMIND else 1.0
+    # a node trains e·q·rate inside Hivemind (q: its step efficiency): that is what it reads from the data
+    hivemind = job.strategy is SyncStrategyName.HIVEMIND
+    fit = bundled_fit()
+    efficiency = fit.efficiency_of(workload.name) if hivemind else 1.0
     # local nodes beyond this machine's cores share them: rates as for a mix of node_cap nodes (exact for the
     # largest mix, conservative for smaller ones; the perf model prices the chosen mix exactly)
     share = perf.host_share(node_cap)
@@ -136,14 +138,17 @@ def build_candidates(offers: Sequence[Offer], *, job: JobSpec, workload: Workloa
         if capacity == 0:
             skipped["capacity 0"] += 1
             continue
-        data_usd = 3600 * samples_per_s * efficiency * perf.data_usd_per_sample(offer.location, data)
+        step = samples_per_step(workload, job.sync, shape.accelerator_count)
+        q = fit.step_efficiency(workload.name, workload.parameters, samples_per_s, step, shape.vcpus) if hivemind else 1.0
+        data_usd = 3600 * samples_per_s * efficiency * q * perf.data_usd_per_sample(offer.location, data)
         loc = offer.location
         cand = Candidate(
             key=offer.offer_id, region=loc.region_scope, zone=loc.zone_scope, cloud=loc.cloud,
             market=offer.market.value, price_usd_per_hour=offer.price_usd_per_hour, rate=samples_per_s,
-            goodput=goodput, samples_per_step=samples_per_step(workload, job.sync, shape.accelerator_count),
+            goodput=goodput, samples_per_step=step,
             accelerators=max(1, shape.accelerator_count), capacity=capacity, minimum=minimum,
-            data_usd_per_hour=data_usd,
+            data_usd_per_hour=data_usd, step_efficiency=q,
+            host_factor=fit.host_factor(shape.vcpus) if hivemind else 1.0,
         )
         cands.append(cand)
         by_key[cand.key] = offer
@@ -164,6 +169,8 @@ def _dominates(a: Candidate, b: Candidate, node_cap: int) -> bool:
         and a.samples_per_step / a.rate <= b.samples_per_step / b.rate
         and a.samples_per_step * a.goodput >= b.samples_per_step * b.goodput
         and a.accelerators <= b.accelerators
+        and a.rate * a.goodput * a.step_efficiency >= b.rate * b.goodput * b.step_efficiency
+        and a.host_factor <= b.host_factor
     )
 
 

@@ -3,14 +3,21 @@
 Places are the offers' zones (``Location.zone_scope``), each at its own network location; zones of
 one region share their network figures in the perf model but not their prices, so cross-zone
 traffic is priced as the bill does. The terms here are the perf model's own round terms
-(``geotrain.perf.strategies``).
+(``geotrain.perf.strategies``): pairs over the single-stream link, a node's egress over its own cap,
+an on-prem site's traffic over its uplink (its aggregate). Hivemind's per-region aggregate term
+(``B(q,q')/agg(q,q')``, one VM's or one site's streams to another region together) needs the counts
+of two places at once and has no row; the oracle keeps one bound of it: where every other region has
+a measured aggregate to a site, the site's traffic leaves at most at their sum (``site_cap_gbps``).
+Its times stay at most the perf model's (the MIP a relaxation), and the referee's evaluation rejects
+a mix the rest of the term would slow.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
-from geotrain.domain import Location, SyncStrategyName
+from geotrain.domain import CLOUD_ONPREM, Location, SyncStrategyName
 from geotrain.perf.network import NetworkModel
 from geotrain.perf.strategies import (
     HivemindFit, asgd_push_s, hivemind_node_egress_s, hivemind_overhead_s, hivemind_pair_s, hivemind_site_s,
@@ -44,6 +51,7 @@ class PerfOracle:
         self._tables: dict[tuple, list[float]] = {}
         self._links: dict[tuple, object] = {}
         self._prices: dict[tuple, float] = {}
+        self._site_caps: dict[str, float] = {}
         zone_specific = getattr(self.network, "zone_specific", None)
         self._by_zone = zone_specific() if zone_specific is not None else True
         self._region = {p: loc.region_scope for p, loc in self.places.items()}
@@ -103,7 +111,28 @@ class PerfOracle:
     def site_s(self, site: str, inside: int, k: int) -> float | None:
         if self.strategy != SyncStrategyName.HIVEMIND or not self.uplinks or site not in self.uplinks:
             return None
-        return hivemind_site_s(self.payload_bytes, k, inside, self.uplinks[site])
+        return hivemind_site_s(self.payload_bytes, k, inside, self.site_cap_gbps(site))
+
+    def site_cap_gbps(self, site: str) -> float:
+        """What all of a site's traffic to the other places can leave at: its uplink, or less where every
+        other region has a measured aggregate to the site (their sum: the site's traffic to the nodes
+        elsewhere, ``inside·(k − inside)·2W/k``, then takes at least that long through the per-region
+        aggregate terms of the perf model)."""
+        found = self._site_caps.get(site)
+        if found is None:
+            uplink = self.uplinks[site]
+            home = next((loc for loc in self.places.values()
+                         if loc.cloud == CLOUD_ONPREM and loc.region == site), None)
+            per_region: dict[str, float] = {}
+            for loc in self.places.values():
+                if home is None or loc.region_scope == home.region_scope:
+                    continue
+                # the largest over a region's places: a mix may use only that one
+                aggregate = self.network.link(home, loc).aggregate_gbps or math.inf
+                per_region[loc.region_scope] = max(per_region.get(loc.region_scope, 0.0), aggregate)
+            total = sum(per_region.values())
+            found = self._site_caps[site] = min(uplink, total) if per_region else uplink
+        return found
 
     def usd_per_byte(self, src: str, dst: str) -> float:
         key = self._key(src, dst)

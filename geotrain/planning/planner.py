@@ -14,15 +14,16 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
+from pathlib import Path
 
 from geotrain.domain import (
-    BASELINE_WORDS, Baseline, BaselineKind, JobSpec, Location, NodeGroup, Objective, Offer, Plan, PlanItem, PlanTotals, SolverReport,
+    BASELINE_WORDS, CLOUD_ONPREM, Baseline, BaselineKind, JobSpec, Location, NodeGroup, Objective, Offer, Plan, PlanItem, PlanTotals, SolverReport,
 )
 from geotrain.errors import InfeasibleError, InputError
 from geotrain.perf.describe import bottleneck_words
 from geotrain.perf.host import LocalHost
 from geotrain.perf.model import DataSource, Estimate, PerfModel, bundled_fit
-from geotrain.perf.network import SitePlacement
+from geotrain.perf.network import LinkOverride, SitePlacement
 from geotrain.perf.rates import RateTable
 from geotrain.perf.workloads import Workload, WorkloadRegistry
 from geotrain.planning.answers import budget_use_of, completion_of, goal_misses
@@ -313,7 +314,10 @@ def build_context(job: JobSpec, snapshot: PriceSnapshot, *, inventory: Inventory
 
 def site_placements(inventory: Inventory) -> dict[str, SitePlacement]:
     """Where each on-prem site of the inventory sits on the network."""
-    return {s.site: SitePlacement(s.uplink_gbps, s.near_region) for s in inventory.sites}
+    source = f"measured link in the inventory ({Path(inventory.origin).name})"
+    return {s.site: SitePlacement(s.uplink_gbps, s.near_region, s.single_stream_gbps, tuple(
+        LinkOverride(f"{CLOUD_ONPREM}/{s.site}", link.to, link.single_stream_gbps, link.rtt_ms, source,
+                     link.aggregate_gbps) for link in s.links)) for s in inventory.sites}
 
 
 def data_source(job: JobSpec) -> DataSource | None:

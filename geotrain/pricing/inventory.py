@@ -6,7 +6,13 @@ File format (YAML)::
       - site: munich-lab               # unique name; becomes the offer's region
         continent: europe              # one of geotrain's continents
         near_region: gcp/europe-west3  # optional: the cloud region closest on the network
-        uplink_gbps: 0.5               # the site's internet uplink
+        uplink_gbps: 2.2               # all streams leaving the site together (multi-stream iperf)
+        single_stream_gbps: 0.5        # optional: what one TCP stream leaving the site carries
+                                       # (default: the uplink); the model still caps it by window / RTT
+        links:                         # optional: measured links to given destinations; they win over
+                                       # the model for those pairs (``--links`` wins over them)
+          - {to: gcp/us-central1, single_stream_gbps: 0.06, rtt_ms: 151}
+          - {to: aws/eu-central-1, single_stream_gbps: 0.5, aggregate_gbps: 2.2, rtt_ms: 18}
         machines:
           - instance_type: rtx8000-ws  # your name for this kind of machine
             accelerator: RTX8000       # empty or absent for CPU-only machines
@@ -17,6 +23,12 @@ File format (YAML)::
             price_usd_per_hour: 0.0    # amortized cost of one machine-hour (often 0)
             hosts:                     # for `geotrain launch --provider onprem`: one SSH login per machine
               - {host: 10.0.0.5, user: me, port: 22, key: ~/.ssh/id_ed25519, python: python3}
+
+A link's ``to`` is ``cloud/region``, ``cloud/region/zone`` or ``onprem/<another site>``;
+``single_stream_gbps`` (one TCP stream, e.g. ``iperf`` without ``-P``) and ``rtt_ms`` (``ping``) are
+required, ``aggregate_gbps`` (all streams from the site to there together, e.g. ``iperf -P 10``) is
+optional. Hivemind opens one stream per peer, so the site's traffic to m peers there is bounded by
+``min(m × single_stream_gbps, aggregate_gbps, uplink_gbps)``.
 
 Each machine kind becomes one offer: cloud ``onprem``, region = site, zone "", market ``owned``,
 capacity_hint = count, interruption band ``none`` (0 interruptions per hour).
@@ -48,12 +60,24 @@ class OnPremMachine:
 
 
 @dataclass(frozen=True, slots=True)
+class OnPremLink:
+    """A measured link from a site to a cloud region or zone, or to another site."""
+
+    to: str  # "cloud/region", "cloud/region/zone" or "onprem/site"
+    single_stream_gbps: float
+    rtt_ms: float
+    aggregate_gbps: float | None = None  # all streams from the site to there together
+
+
+@dataclass(frozen=True, slots=True)
 class OnPremSite:
     site: str
     continent: Continent
-    uplink_gbps: float
+    uplink_gbps: float  # all streams leaving the site together
     machines: tuple[OnPremMachine, ...]
     near_region: str | None = None  # "cloud/region"
+    single_stream_gbps: float | None = None  # one stream leaving the site (None: the uplink)
+    links: tuple[OnPremLink, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +105,11 @@ def load_inventory(path: str | Path) -> Inventory:
             raise fields.fail("site", f"{site.site!r} appears twice; site names must be unique")
         seen.add(site.site)
         sites.append(site)
+    for fields, site in zip(top.sections("sites"), sites, strict=True):
+        for n, link in enumerate(site.links):
+            cloud, _, other = link.to.partition("/")
+            if cloud == CLOUD_ONPREM and other not in seen:
+                raise fields.fail(f"links[{n}].to", f"{link.to!r}: no site {other!r} in this inventory")
     top.finish()
     return Inventory(tuple(sites), str(path))
 
@@ -92,6 +121,19 @@ def _site(fields: Fields) -> OnPremSite:
     if near is not None and near.count("/") != 1:
         raise fields.fail("near_region", f"{near!r} is not of the form cloud/region, e.g. gcp/europe-west3")
     uplink = fields.number("uplink_gbps", above=0)
+    stream = fields.number("single_stream_gbps", None, above=0)
+    if stream is not None and stream > uplink:
+        raise fields.fail("single_stream_gbps", f"{stream:g} is above the site's uplink_gbps ({uplink:g}): one "
+                          "stream cannot carry more than all of them together")
+    links = []
+    if "links" in fields.keys():
+        targets: set[str] = set()
+        for link_fields in fields.sections("links"):
+            link = _link(link_fields, name, uplink)
+            if link.to in targets:
+                raise link_fields.fail("to", f"{link.to!r} appears twice in site {name!r}")
+            targets.add(link.to)
+            links.append(link)
     machines = []
     kinds: set[str] = set()
     for machine_fields in fields.sections("machines"):
@@ -101,7 +143,27 @@ def _site(fields: Fields) -> OnPremSite:
         kinds.add(machine.instance_type)
         machines.append(machine)
     fields.finish()
-    return OnPremSite(name, continent, uplink, tuple(machines), near)
+    return OnPremSite(name, continent, uplink, tuple(machines), near, stream, tuple(links))
+
+
+def _link(fields: Fields, site: str, uplink: float) -> OnPremLink:
+    to = fields.text("to")
+    parts = to.split("/")
+    if not all(parts) or len(parts) not in ((2,) if parts[0] == CLOUD_ONPREM else (2, 3)):
+        raise fields.fail("to", f"{to!r} is not cloud/region, cloud/region/zone or onprem/<site>, "
+                          "e.g. gcp/us-central1")
+    if to == f"{CLOUD_ONPREM}/{site}":
+        raise fields.fail("to", f"a link from site {site!r} to itself")
+    stream = fields.number("single_stream_gbps", above=0)
+    rtt = fields.number("rtt_ms", minimum=0)
+    aggregate = fields.number("aggregate_gbps", None, above=0)
+    if stream > uplink:
+        raise fields.fail("single_stream_gbps", f"{stream:g} is above the site's uplink_gbps ({uplink:g})")
+    if aggregate is not None and not stream <= aggregate <= uplink:
+        raise fields.fail("aggregate_gbps", f"{aggregate:g} must lie between single_stream_gbps ({stream:g}) and "
+                          f"the site's uplink_gbps ({uplink:g})")
+    fields.finish()
+    return OnPremLink(to, stream, rtt, aggregate)
 
 
 def _machine(fields: Fields) -> OnPremMachine:

@@ -40,10 +40,14 @@ class Candidate:
     minimum: int = 0  # at least this many (nodes kept on re-planning, must-use on-prem machines)
     data_usd_per_hour: float = 0.0  # egress for reading training data, one node at full speed
     pool: str = ""  # the capacity pool its accelerators come from (``Limits.pool_caps``); "" none
+    step_efficiency: float = 1.0  # hivemind: the share of e·rate a node keeps after the per-step cost, (0, 1]
+    host_factor: float = 1.0  # hivemind: its host's slowdown of the round overhead (≥ 1; the oracle's is 1)
 
     def __post_init__(self) -> None:
         if not (self.rate > 0 and 0 < self.goodput <= 1 and self.samples_per_step > 0):
             raise InputError(f"candidate {self.key}: rate, goodput and samples_per_step must be positive")
+        if not (0 < self.step_efficiency <= 1 and self.host_factor >= 1):
+            raise InputError(f"candidate {self.key}: step_efficiency must be in (0, 1] and host_factor at least 1")
         if self.price_usd_per_hour < 0 or self.data_usd_per_hour < 0:
             raise InputError(f"candidate {self.key}: prices must not be negative")
         if not 0 <= self.minimum <= self.capacity:
@@ -80,7 +84,7 @@ class CommOracle(Protocol):
 
     strategy: str
     samples_per_round: float  # hivemind: the target batch size
-    efficiency: float  # hivemind: share of a GPU's rate kept inside the averaging protocol
+    efficiency: float  # hivemind: share of a GPU's rate kept inside the averaging protocol (the workload's)
     local_steps: int  # local-sgd: H
     accumulation_steps: int  # asgd-ga: A
     payload_bytes: float  # W: one copy of the parameters on the wire

@@ -114,9 +114,15 @@ def throughput(problem: Problem, x: Sequence[int]) -> float:
     if k == 1:
         return good_rate
     if oracle.strategy == "hivemind":
-        comm = oracle.overhead_s(k) + _hivemind_terms(problem, x, k)
+        # the model's round: the overhead at the fastest candidate's host plus the communication terms,
+        # or the overhead at the slowest host in use alone (the perf model adds the two)
+        fastest = min(c.host_factor for c in cands)
+        slowest = max(c.host_factor for c, n in zip(cands, x, strict=True) if n)
+        overhead = oracle.overhead_s(k)
+        comm = max(fastest * overhead + _hivemind_terms(problem, x, k), slowest * overhead)
+        inside = sum(c.rate * c.goodput * c.step_efficiency * n for c, n in zip(cands, x, strict=True))
         s = oracle.samples_per_round
-        return s / (s / (oracle.efficiency * good_rate) + comm)
+        return s / (s / (oracle.efficiency * inside) + comm)
     if oracle.strategy == "allreduce":
         return _good_samples(problem, x) / (_step(problem, x) + _ring_term(problem, x, k))
     return oracle.local_steps * _good_samples(problem, x) / local_sgd_round(problem, x)

@@ -41,7 +41,9 @@ class Tables:
                             if all(problem.candidates[i].minimum == problem.candidates[i].capacity for i in idx)}
         self.region_cap = {r: min(self.N, sum(self.place_cap[p] for p in places))
                            for r, places in self.region_places.items()}
-        self.overhead = {k: self.o.overhead_s(k) for k in self.ks}
+        # hivemind: the slowest host in use scales the overhead; the fastest candidate's is a lower bound
+        host = min((c.host_factor for c in problem.candidates), default=1.0)
+        self.overhead = {k: host * self.o.overhead_s(k) for k in self.ks}
         # places with equal term tables share one constraint
         groups: dict[tuple, list[str]] = {}
         for p in self.places:

@@ -118,6 +118,12 @@ def _estimate_args(request: pytest.FixtureRequest) -> list[str]:
             "--nodes", f"{LOCAL_NODE}=2", "--json"]
 
 
+def _batch_error_args(request: pytest.FixtureRequest) -> list[str]:
+    batch = request.getfixturevalue("tmp_path") / "batch.jsonl"
+    batch.write_text('{"workload": "nope", "nodes": "gcp/us-central1-a/n1-standard-8+T4=1"}\n')
+    return ["estimate", "--batch", str(batch)]
+
+
 def _launch_args(request: pytest.FixtureRequest) -> list[str]:
     pytest.importorskip("torch")
     return ["launch", str(local_plan(request.getfixturevalue("tmp_path"))), "--steps", "10", "--json"]
@@ -149,6 +155,8 @@ CASES: dict[str, Case] = {
                           lambda doc, _: doc["prices"] and all(p["zone"] == "use1-az1" for p in doc["prices"])),
     "check": Case(_with("no_clouds", "check", "--cloud", "aws", "--json"), _check, exit_code=4),
     "estimate": Case(_estimate_args, lambda doc, _: doc["node_count"] == 2 and doc["samples_per_s"] > 0),
+    "estimate-error": Case(_batch_error_args, lambda doc, _: doc["line"] == 1 and "unknown workload" in doc["error"],
+                           exit_code=2),
     "plan": Case(lambda r: ["plan", "--workload", "tiny-cnn", "--strategy", "allreduce", "--provider", "local",
                             "--target-sps", "1", "--nodes", f"{LOCAL_NODE}=2", "--json"],
                  lambda doc, _: sum(i["count"] for i in doc["items"]) == 2),

@@ -56,6 +56,9 @@ def test_committed_calibration_is_what_the_fit_gives():
     assert fit.round_floor_s == pytest.approx(committed.round_floor_s, abs=1e-3)
     assert fit.per_peer_s == pytest.approx(committed.per_peer_s, abs=1e-3)
     assert fit.per_gparam_s == pytest.approx(committed.per_gparam_s, abs=1e-3)
+    assert fit.step_s_per_gparam == pytest.approx(committed.step_s_per_gparam, abs=1e-3)
+    assert fit.host_exponent == pytest.approx(committed.host_exponent, abs=1e-3)
+    assert fit.host_vcpus == committed.host_vcpus
     assert json.loads(data_text("calibration.json"))["fit"]["runs"] == 42
 
 

@@ -30,14 +30,22 @@ Constraints (all strategies)
 
 Throughput ≥ t
 --------------
-*hivemind* — with ``R = Σ_i s_i g_i x_i`` and ``c(k, τ) = S·t / (e·(S − t·(A_k + τ)))``::
+*hivemind* — with ``R = Σ_i s_i g_i q_i x_i`` (``q_i``: the candidate's step efficiency, the share of
+``e·s_i`` a node keeps after the protocol's per-step cost) and ``c(k, τ) = S·t / (e·(S − t·(h·A_k + τ)))``,
+``h = min_i h_i`` the fastest candidate's host factor (the perf model scales the overhead by the
+mix's slowest host: ``h·A_k`` is a lower bound on it, and the referee's cuts close the gap)::
 
-    R ≥ t·w_1;   R ≥ Σ_{k≥2} w_k·c(k, 0)
+    Σ_i s_i g_i x_i ≥ t·w_1;   R ≥ Σ_{k≥2} w_k·c(k, 0)
     R ≥ Σ_{k≥2} w_k·c(k, ρ_p(k))        − M·(1 − y_p)                 each place used
     R ≥ Σ_{k≥2} w_k·c(k, π_{pp'}(k))    − M·(2 − y_p − y_p')            each pair used
     R ≥ Σ_{k≥2} w_k·c(k, σ_{s,m}(k))    − M·(1 − u_{s,m})               on-prem site s holding m
+    R ≥ Σ_{k≥2} w_k·c(k, (L − h)·A_k)   − M·(1 − z_L),  Σ_{h_i ≥ L} x_i ≤ N·z_L   each host level L > h
 
-so ``T = A_k + max(active terms)`` and ``S/(S/(eR) + T) ≥ t``.
+so ``T = max(h·A_k + max(active terms), h_max·A_k)`` (``h_max``: the slowest host in use; the perf
+model's ``h_max·A_k + max(terms)`` is at least that) and ``S/(S/(eR) + T) ≥ t``. ``π`` is the single-stream pair term,
+``ρ`` a node's egress over its own cap, ``σ`` a site's traffic over its uplink (its aggregate); the perf
+model's per-region aggregate term (all streams of a VM or site to another region through one
+aggregate cap) has no row, which only under-states T.
 
 *allreduce* — ``G = Σ_i m_i g_i x_i``, ``τ`` the slowest step in use (one-hot levels), ``T ≥`` every
 active ``ρ_p(k)`` and ``π_{pp'}(k)``::

@@ -196,9 +196,12 @@ class Builder:
         s, tb, cands = self.s, self.tb, self.cands
         model = units.to_model_rate
         R = s.NumVar(0, self.inf, "R")
-        self.row([(R, 1.0)] + [(self.x[i], -model(c.rate * c.goodput)) for i, c in enumerate(cands)], 0, 0)
+        self.row([(R, 1.0)] + [(self.x[i], -model(c.rate * c.goodput * c.step_efficiency))
+                               for i, c in enumerate(cands)], 0, 0)
         rate: Terms = [(R, 1.0)]
-        self.row(rate + [(self.w[1], -model(self.t))], lb=0)
+        # one node alone trains at its full rate (no per-step cost of the protocol)
+        self.row([(self.x[i], model(c.rate * c.goodput)) for i, c in enumerate(cands)]
+                 + [(self.w[1], -model(self.t))], lb=0)
         ks = range(2, self.N + 1)
         need = lambda tau_of: {k: model(self._need(k, tau_of(k))) for k in ks}  # noqa: E731
         self.require(rate, need(lambda k: 0.0), [], 0)
@@ -208,6 +211,15 @@ class Builder:
         for a, b in sorted(self.lazy.pairs):
             table = tb.pair(a, b)
             self.require(rate, need(lambda k, table=table: table[k]), [self.y[a], self.y[b]], 2)
+        # a node on a slower host (h_i above the fastest's) makes the overhead h_i·A_k: z_L = 1 once a
+        # node of host factor ≥ L is used
+        fastest = min(c.host_factor for c in cands)
+        for n, level in enumerate(sorted({c.host_factor for c in cands if c.host_factor > fastest})):
+            z = s.BoolVar(f"host{n}")
+            self.row([(self.x[i], 1.0) for i, c in enumerate(cands) if c.host_factor >= level]
+                     + [(z, -float(self.N))], ub=0)
+            extra = level - fastest
+            self.require(rate, need(lambda k, extra=extra: extra * self.o.overhead_s(k)), [z], 1)
         if self.multi is not None:
             for p in tb.places:
                 table = tb.nearest[p]
