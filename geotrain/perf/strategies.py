@@ -28,8 +28,11 @@ and the slowest host in the round sets its pace::
     T_calc   = TBS / Σ c_g r'_g
     T_xfer   = max( max_{g,h} (2W/n)·8 / bw(g,h) + 2·rtt(g,h),  slowest peer pair (two phases)
                     max_g v(n)·W·8 / cap_g,                     a node's own egress
-                    max_site bytes leaving site·8 / uplink )    an on-prem site's uplink;
-               bytes leaving a site = c_s·(n − c_s)·2W/n
+                    max_site bytes leaving site·8 / uplink,     an on-prem site's uplink
+                    max_{q,q'} max(s_q·c_q', s_q'·c_q)·(2W/n)·8 / agg(q,q') )
+                                                                 a region pair's aggregate cap;
+               bytes leaving a site = c_s·(n − c_s)·2W/n;  c_q nodes in region q; s_q = 1 for cloud
+               VMs (each sends its own streams), c_q for an on-prem site (its machines share one path)
     T_comm   = max_g h_g · (f0 + β·n + γ·(P/1e9)·v(n)) + T_xfer
     T_round  = T_calc + T_comm,   samples = TBS,   granularity = T_calc / T_comm
 

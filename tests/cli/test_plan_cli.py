@@ -8,10 +8,11 @@ from geotrain.cli import app
 
 runner = CliRunner()
 NODES = "aws/us-west-2/g4dn.xlarge/spot=2"
+NEAR = ("--regions", "aws/us-west-2")  # the pinned mix's region: its baselines are searched there only (quick)
 
 
 def plan_json(*extra: str) -> dict:
-    result = runner.invoke(app, ["plan", "--workload", "convnext-large", "--nodes", NODES, "--json", *extra])
+    result = runner.invoke(app, ["plan", "--workload", "convnext-large", "--nodes", NODES, "--json", *NEAR, *extra])
     assert result.exit_code == 0, result.output
     return json.loads(result.stdout)
 
@@ -41,7 +42,7 @@ def test_the_plan_file_carries_the_rates_and_the_capacity_confidence_so_a_re_pla
     rates = tmp_path / "rates.csv"
     rates.write_text("workload,accelerator,samples_per_s\nconvnext-large,T4,161.6\n")
     out = tmp_path / "plan.json"
-    result = runner.invoke(app, ["plan", "--workload", "convnext-large", "--nodes", NODES, "--rates", str(rates),
+    result = runner.invoke(app, ["plan", "--workload", "convnext-large", "--nodes", NODES, *NEAR, "--rates", str(rates),
                                  "--capacity-confidence", "0.5", "-o", str(out)])
     assert result.exit_code == 0, result.output
     job = load_plan(out).job  # what the launcher re-plans with

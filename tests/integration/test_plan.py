@@ -77,7 +77,7 @@ def test_spot_only_and_blocked_offers_never_appear():
 def test_onprem_machines_join_when_required():
     inventory = load_inventory(SITES)
     plan = plan_for(objective=Objective.MIN_COST, target_samples_per_s=700, inventory=inventory,
-                    constraints=Constraints(onprem_required=True, max_regions=4))
+                    constraints=Constraints(onprem_required=True, max_regions=4, clouds=frozenset({"gcp"})))
     owned = {i.offer.offer_id: i.count for i in plan.items if i.offer.market is Market.OWNED}
     assert owned == {"onprem/munich-lab/-/rtx8000-ws/owned": 1, "onprem/munich-lab/-/dgx-2/owned": 1,
                      "onprem/boston-lab/-/a10-box/owned": 4, "onprem/tokyo-lab/-/t4-box/owned": 8}
