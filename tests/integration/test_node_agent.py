@@ -142,7 +142,8 @@ def test_kill_and_stop_all_end_the_command_and_what_it_started(vm_world, tmp_pat
     first.kill()
     assert first.wait(timeout=10) < 0 and second.poll() is None
     escaped = tmp_path / "escaped.pid"  # a child in a session of its own, as torchrun starts its workers
-    third = channel.start(endpoint, ["bash", "-c", f"setsid sleep 600 & echo $! > {escaped}; wait"], env,
+    child = (f"import os, time; os.setsid(); open({str(escaped)!r}, 'w').write(str(os.getpid())); time.sleep(600)")
+    third = channel.start(endpoint, ["bash", "-c", f"{sys.executable} -c \"{child}\" & wait"], env,
                           tmp_path / "c.log", alive=lambda: True)
     wait_for(lambda: escaped.exists() and escaped.read_text().strip())
     pid = int(escaped.read_text())
