@@ -290,6 +290,7 @@ def test_a_mix_the_perf_model_says_misses_the_target_is_not_planned():
     assert "2,000 samples/s is out of reach" in str(info.value) and info.value.exit_code == 3
 
 
+@pytest.mark.heavy  # test_every_objective_gives_an_optimal_plan_that_meets_its_goal[max_throughput] checks a budget plan against the perf model
 def test_a_budget_is_kept_by_the_perf_model():
     plan = plan_for(objective=Objective.MAX_THROUGHPUT, budget_usd_per_hour=5,
                     constraints=Constraints(accelerators=frozenset({"T4"}), max_nodes_per_zone=10))
