@@ -60,11 +60,11 @@ def _hourly_risk(offer: Offer, default_rate: float) -> float:
     return default_rate if rate is None else rate
 
 
-def _capacity(job: JobSpec, offer: Offer, need: int) -> int:
+def _capacity(job: JobSpec, offer: Offer, need: int, model: CapacityModel | None) -> int:
     cap = need if offer.capacity_hint is None else min(need, offer.capacity_hint)
     confidence = job.constraints.capacity_confidence
-    if confidence is not None and offer.market != Market.OWNED:
-        cap = min(cap, CapacityModel.bundled().cap(offer, confidence))
+    if model is not None and confidence is not None and offer.market != Market.OWNED:
+        cap = min(cap, model.cap(offer, confidence))
     per_zone = job.constraints.max_nodes_per_zone
     return cap if per_zone is None else min(cap, per_zone)
 
@@ -73,14 +73,15 @@ def _cheapest(job: JobSpec, offers: list[Offer], need: int, default_rate: float,
     if not offers:
         raise InfeasibleError(_nothing_matches(job))
     ranked = sorted(offers, key=lambda o: (o.price_usd_per_hour, _hourly_risk(o, default_rate), o.offer_id))
-    whole = next((o for o in ranked if _capacity(job, o, need) >= need), None)
+    model = CapacityModel.bundled() if job.constraints.capacity_confidence is not None else None  # read once
+    whole = next((o for o in ranked if _capacity(job, o, need, model) >= need), None)
     if whole is not None:
         return [NodeGroup(whole, need)]
     out, left, used_zones = [], need, set()
     for offer in ranked:
         if offer.location.zone_scope in used_zones and job.constraints.max_nodes_per_zone is not None:
             continue
-        take = min(left, _capacity(job, offer, left))
+        take = min(left, _capacity(job, offer, left, model))
         if take > 0:
             out.append(NodeGroup(offer, take))
             used_zones.add(offer.location.zone_scope)
