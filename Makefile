@@ -44,6 +44,7 @@ bench: $(VENV)/.test-installed
 	$(BIN)/python bench/chaos.py
 	$(BIN)/python bench/bad_inputs.py
 	$(BIN)/python bench/capacity.py
+	$(BIN)/python bench/simulate.py
 
 # Rebuild the bundled data from ../shared/data (see the PROVENANCE.md files) and refit the model.
 data: $(VENV)/.demo-installed

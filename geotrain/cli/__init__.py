@@ -99,6 +99,7 @@ from geotrain.cli import nodes as _nodes  # noqa: E402
 from geotrain.cli import plan as _plan  # noqa: E402
 from geotrain.cli import profile as _profile  # noqa: E402
 from geotrain.cli import report as _report  # noqa: E402
+from geotrain.cli import simulate as _simulate  # noqa: E402
 
 app.add_typer(_catalog.app, name="catalog")
 app.command("estimate")(_estimate.estimate)
@@ -107,6 +108,7 @@ app.command("launch", context_settings={"allow_extra_args": True})(_launch.launc
 app.command("status")(_launch.status)
 app.command("stop")(_launch.stop)
 app.command("cost-report")(_report.cost_report)
+app.command("simulate")(_simulate.simulate)
 app.command("logs")(_nodes.logs)
 app.command("exec", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})(_nodes.exec_command)
 app.command("ssh", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})(_nodes.ssh)

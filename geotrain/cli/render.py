@@ -47,6 +47,7 @@ DOCUMENTS: dict[str, DocumentKind] = {
     "status": DocumentKind("status", ("runs",)),
     "profile": DocumentKind("profile", ("workload", "accelerator", "accelerator_count", "samples_per_s", "output")),
     "cost-report": DocumentKind("cost-report", ("total_usd", "runs")),
+    "simulate": DocumentKind("simulate", ("job", "traces", "zones", "tick_s", "start", "policies")),
 }
 
 

@@ -38,15 +38,17 @@ from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from geotrain.billing import run_cost
 from geotrain.config import sync_to_mapping
-from geotrain.domain import Offer, Plan
+from geotrain.domain import Objective, Offer, Plan
 from geotrain.errors import GeotrainError, ProviderError, RunError
 from geotrain.files import atomic_write_text, geotrain_home
 from geotrain.launcher.injector import Injector
 from geotrain.launcher.options import LaunchOptions, RunOutcome, Status
-from geotrain.launcher.provisioning import boot_failed, launch_missing, mend, survivors_of, track_untracked
+from geotrain.launcher.deadline import Deadline
+from geotrain.launcher.provisioning import boot_failed, mend, provision, recover, survivors_of, waiting_s
 from geotrain.launcher.task import check_task, task_argv, task_command
 from geotrain.launcher.training import Training, resolve_training, step_target
 from geotrain.launcher.workers import (check_checkpoint_url, generation_backend, kill_stale_workers, last_words,
@@ -57,11 +59,13 @@ from geotrain.train.worker_env import free_port, worker_env
 from geotrain.ledger import EventKind, Ledger, RunStatus
 from geotrain.providers.base import NodeInfo, NodeProcess, NodeState, Provider
 
+if TYPE_CHECKING:
+    from geotrain.pricing.snapshot import PriceSnapshot
+
 PEER_LOST = 75
 LOSS_SETTLE_S = 5.0  # how long a worker failure waits for the provider to record a lost node (loaded machines)
 COST_REFRESH_S = 0.5  # how often the run's cost is taken while it trains
 SPEND_WINDOW_S = 5.0  # the spend rate is the cost's rise over this window (bytes reach the ledger in bursts)
-MAX_PROVISION_ROUNDS = 8  # launch, fail, re-plan: rounds before a generation starts with what is up
 TERMINATE_MARGIN_S = 0.5  # time the spend limit allows for terminating every node
 
 
@@ -84,6 +88,7 @@ class Launcher:
         self.generation = 0
         self.preemptions = 0
         self.restarts = 0
+        self.clock = time  # provisioning's clock (``provisioning.Clock``)
         self.started_at = time.time()
         self.training_started_at: float | None = None
         self._stop_reason: str | None = None
@@ -198,9 +203,13 @@ class Launcher:
         while True:
             if self._stop_reason:
                 return self._finish_stopped()
-            members = self._provision()
+            members = provision(self)
             if self._stop_reason:
                 return self._finish_stopped()
+            if not members and (pause := waiting_s(self)) is not None:  # spot may come back before the deadline
+                self.ledger.event(self.run_id, EventKind.WAITING, pause_s=pause, reason="no spot node can be had")
+                self.clock.sleep(pause)
+                continue
             if not members:
                 reasons = [e.detail.get("reason", e.kind) for e in self.ledger.events(
                     self.run_id, kinds=(EventKind.LAUNCH_FAILED, EventKind.BOOT_FAILED, EventKind.REPLAN_FAILED))][-3:]
@@ -231,23 +240,6 @@ class Launcher:
                     logs = self.run_dir / "logs"
                     raise RunError(f"workers failed {self.restarts} times with every node up (exit codes "
                                    f"{detail}); the restart budget is {self.options.max_restarts}; see {logs}")
-
-    def _provision(self) -> list[NodeInfo]:
-        """The nodes of the next generation: launch what is missing, re-plan around what fails."""
-        track_untracked(self)
-        for _ in range(MAX_PROVISION_ROUNDS):
-            recorded = self._record_ended()  # ended meanwhile (preempted during recovery): recorded, re-planned
-            failures = launch_missing(self)
-            if self._stop_reason or not (failures or recorded):
-                break
-            if not failures:
-                continue  # launch what the re-plan of the recorded preemptions wants
-            if not self.options.replan:
-                self.wanted = survivors_of(self.provider.list(self.run_id))
-                break
-            mend(self, survivors_of(self.provider.list(self.run_id)),
-                   cause="; ".join(f"{f.kind} in {f.scope}" for f in failures))
-        return sorted(self.alive_nodes(), key=lambda n: (n.location.region_scope, n.location.zone, n.node_id))
 
     def _finish(self, status: RunStatus, reason: str) -> RunOutcome:
         self._terminate_all(status.value)
@@ -443,28 +435,29 @@ class Launcher:
 
     # -- recovery -------------------------------------------------------------------------------
 
-    def _record_ended(self) -> bool:
-        """Nodes that ended while no generation watched them (preempted during recovery, or at the end of
-        a notice that began in the last generation): recorded once, their zones blocked, re-planned.
-        True if there were any."""
-        still_open = {row.node_id for row in self.ledger.nodes(self.run_id) if row.ended_at is None}
-        lost = [n for n in self.provider.list(self.run_id) if n.ended and n.node_id in still_open]
-        if lost:
-            self._recover(lost)
-        return bool(lost)
-
     def _recover(self, lost: list[NodeInfo]) -> None:
-        from geotrain.launcher.provisioning import block
+        recover(self, lost)
 
-        for node in lost:
-            self.preemptions += 1
-            reason = node.end_reason or "preempted"
-            self.ledger.end_node(node.node_id, reason, at=node.ended_at.timestamp() if node.ended_at else None)
-            self.ledger.event(self.run_id, EventKind.PREEMPTED, node_id=node.node_id, zone=node.location.zone_scope,
-                              reason=reason, generation=self.generation)
-            block(self, node.location.zone_scope, f"{node.node_id} {reason}")
-        if self.options.replan:
-            mend(self, survivors_of(self.provider.list(self.run_id)), cause="preemption")
+    # -- what provisioning asks (``provisioning.Launch``) -----------------------------------------
+
+    def prices(self) -> PriceSnapshot:
+        from geotrain.pricing.snapshot import SnapshotStore
+
+        return SnapshotStore().load(self.plan.snapshot_id)
+
+    def capacity(self) -> None:
+        return None  # the bundled capacity model
+
+    def remaining(self) -> Deadline | None:
+        """A plan made for a deadline (``min_cost_by_deadline``): its samples not yet trained and its hours
+        not yet spent, from the run's start."""
+        job = self.plan.job
+        if job.objective is not Objective.MIN_COST_BY_DEADLINE or job.total_samples is None or job.deadline_h is None:
+            return None
+        last = self.ledger.last_progress(self.run_id)
+        done = last.samples if last is not None else 0
+        return Deadline(max(0.0, job.total_samples - done), job.deadline_h - (self.clock.time() - self.started_at) / 3600,
+                        risk_h=2 * self.plan.recovery_h)  # recovery_h is the expected cost; the most: about twice
 
     # -- status ---------------------------------------------------------------------------------
 

@@ -29,20 +29,112 @@ launched and no node is left, the run fails with the reasons.
 from __future__ import annotations
 
 import json
-import time
+import math
 from collections import Counter
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
-from geotrain.domain import Objective, Offer
+from geotrain.domain import Market, Objective, Offer, Plan
+from geotrain.launcher.deadline import MarketRule
 from geotrain.errors import (
     CapacityError, CredentialsError, GeotrainError, ProviderError, ProviderTimeoutError, QuotaError, ThrottledError,
 )
-from geotrain.ledger import EventKind
-from geotrain.providers.base import LaunchRequest, NodeInfo, NodeState
+from geotrain.ledger import EventKind, Ledger
+from geotrain.providers.base import LaunchRequest, NodeInfo, NodeState, Provider
 
 if TYPE_CHECKING:
-    from geotrain.launcher.loop import Launcher
+    from geotrain.launcher.deadline import Deadline
+    from geotrain.launcher.options import LaunchOptions
+    from geotrain.pricing.capacity import CapacityModel
+    from geotrain.pricing.snapshot import PriceSnapshot
+
+MAX_PROVISION_ROUNDS = 8  # launch, fail, re-plan: rounds before a generation starts with what is up
+
+
+class Clock(Protocol):
+    """Wall time for a launch (the ``time`` module is one); simulated time for a replay."""
+
+    def time(self) -> float: ...
+
+    def sleep(self, seconds: float) -> None: ...
+
+
+class Launch(Protocol):
+    """What provisioning reads and changes: the launcher's state (``launcher.loop.Launcher``, or a
+    replay's run in ``geotrain.sim``, which drives these same functions over a simulated provider)."""
+
+    plan: Plan
+    provider: Provider
+    options: LaunchOptions
+    ledger: Ledger
+    run_id: str
+    offers: dict[str, Offer]
+    wanted: Counter[str]
+    blocked: dict[str, float]
+    stand_ins: dict[str, str]
+    preemptions: int
+    generation: int
+    clock: Clock
+
+    @property
+    def stop_requested(self) -> bool: ...
+
+    def alive_nodes(self) -> list[NodeInfo]: ...
+
+    def prices(self) -> PriceSnapshot:
+        """The offers a re-plan chooses from (a launch: the plan's own snapshot)."""
+        ...
+
+    def capacity(self) -> CapacityModel | None:
+        """The capacity model a re-plan and the fallbacks use (None: the bundled one)."""
+        ...
+
+    def remaining(self) -> Deadline | None:
+        """What is left of a job with a deadline (samples, hours); None: no deadline."""
+        ...
+
+
+def provision(la: Launch) -> list[NodeInfo]:
+    """The nodes of the next generation: launch what is missing, re-plan around what fails."""
+    track_untracked(la)
+    if not la.wanted and la.options.replan and not la.alive_nodes():  # a re-plan found nothing before: again
+        replan(la, Counter(), cause="no node wanted")
+    for _ in range(MAX_PROVISION_ROUNDS):
+        recorded = record_ended(la)  # ended meanwhile (preempted during recovery): recorded, re-planned
+        failures = launch_missing(la)
+        if la.stop_requested or not (failures or recorded):
+            break
+        if not failures:
+            continue  # launch what the re-plan of the recorded preemptions wants
+        if not la.options.replan:
+            la.wanted = survivors_of(la.provider.list(la.run_id))
+            break
+        mend(la, survivors_of(la.provider.list(la.run_id)), cause="; ".join(f"{f.kind} in {f.scope}" for f in failures))
+    return sorted(la.alive_nodes(), key=lambda n: (n.location.region_scope, n.location.zone, n.node_id))
+
+
+def record_ended(la: Launch) -> bool:
+    """Nodes that ended while no generation watched them (preempted during recovery, or at the end of
+    a notice that began in the last generation): recorded once, their zones blocked, re-planned.
+    True if there were any."""
+    still_open = {row.node_id for row in la.ledger.nodes(la.run_id) if row.ended_at is None}
+    lost = [n for n in la.provider.list(la.run_id) if n.ended and n.node_id in still_open]
+    if lost:
+        recover(la, lost)
+    return bool(lost)
+
+
+def recover(la: Launch, lost: list[NodeInfo]) -> None:
+    """Lost nodes: ended in the ledger, their zones blocked, the wanted mix mended."""
+    for node in lost:
+        la.preemptions += 1
+        reason = node.end_reason or "preempted"
+        la.ledger.end_node(node.node_id, reason, at=node.ended_at.timestamp() if node.ended_at else None)
+        la.ledger.event(la.run_id, EventKind.PREEMPTED, node_id=node.node_id, zone=node.location.zone_scope,
+                        reason=reason, generation=la.generation)
+        block(la, node.location.zone_scope, f"{node.node_id} {reason}")
+    if la.options.replan:
+        mend(la, survivors_of(la.provider.list(la.run_id)), cause="preemption")
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,7 +145,7 @@ class LaunchFailure:
     message: str
 
 
-def launch_missing(la: Launcher) -> list[LaunchFailure]:
+def launch_missing(la: Launch) -> list[LaunchFailure]:
     """Launch every wanted node that is not up; the failures met (their scopes are blocked)."""
     alive = la.alive_nodes()
     have = Counter(n.offer_id for n in alive)
@@ -97,7 +189,7 @@ def launch_missing(la: Launcher) -> list[LaunchFailure]:
     return failures
 
 
-def track_untracked(la: Launcher) -> None:
+def track_untracked(la: Launch) -> None:
     """Put in the ledger every node the provider holds for the run that the ledger lacks (a launcher
     killed while a node booted, a launch whose timeout hid a node that showed up later): a node of a
     known offer is adopted; one of an unknown offer is terminated, so that nothing runs unaccounted."""
@@ -117,7 +209,7 @@ def track_untracked(la: Launcher) -> None:
                         found=[node.node_id], reason="a node the ledger did not know yet: adopted")
 
 
-def boot_failed(la: Launcher, node_id: str, scope: str, offer_id: str, why: str) -> LaunchFailure:
+def boot_failed(la: Launch, node_id: str, scope: str, offer_id: str, why: str) -> LaunchFailure:
     """A launched node died before its worker ran: end it in the ledger, block its zone."""
     la.ledger.end_node(node_id, "boot_failed")
     la.ledger.event(la.run_id, EventKind.BOOT_FAILED, node_id=node_id, scope=scope, offer_id=offer_id, reason=why)
@@ -125,7 +217,7 @@ def boot_failed(la: Launcher, node_id: str, scope: str, offer_id: str, why: str)
     return LaunchFailure("boot", scope, offer_id, why)
 
 
-def record_node(la: Launcher, node: NodeInfo, offer: Offer) -> None:
+def record_node(la: Launch, node: NodeInfo, offer: Offer) -> None:
     """Put a launched node in the ledger (once; a node reconciled after a timeout is recorded here too)."""
     from geotrain.pricing.records import offer_record
 
@@ -140,13 +232,13 @@ def record_node(la: Launcher, node: NodeInfo, offer: Offer) -> None:
                     request_id=node.request_id)
 
 
-def block(la: Launcher, scope: str, why: str) -> None:
-    until = time.time() + la.options.block_s
+def block(la: Launch, scope: str, why: str) -> None:
+    until = la.clock.time() + la.options.block_s
     la.blocked[scope] = until
     la.ledger.event(la.run_id, EventKind.BLOCKED, scope=scope, until=until, reason=why)
 
 
-def _launch_one(la: Launcher, request: LaunchRequest) -> NodeInfo:
+def _launch_one(la: Launch, request: LaunchRequest) -> NodeInfo:
     """One node, retried through throttling and settled after a timeout (never launched twice)."""
     pause = la.options.backoff_s
     for attempt in range(1, la.options.launch_attempts + 1):
@@ -173,13 +265,13 @@ def _launch_one(la: Launcher, request: LaunchRequest) -> NodeInfo:
                                scope=request.offer.location.zone_scope)
 
 
-def _sleep(la: Launcher, seconds: float) -> None:
-    deadline = time.time() + seconds
-    while time.time() < deadline and not la.stop_requested:
-        time.sleep(min(0.05, seconds))
+def _sleep(la: Launch, seconds: float) -> None:
+    deadline = la.clock.time() + seconds
+    while la.clock.time() < deadline and not la.stop_requested:
+        la.clock.sleep(min(0.05, seconds))
 
 
-def _fail(la: Launcher, kind: str, scope: str, offer_id: str, exc: GeotrainError) -> LaunchFailure:
+def _fail(la: Launch, kind: str, scope: str, offer_id: str, exc: GeotrainError) -> LaunchFailure:
     la.ledger.event(la.run_id, EventKind.LAUNCH_FAILED, failure=kind, scope=scope, offer_id=offer_id, reason=str(exc))
     block(la, scope, f"{kind}: {exc}")
     return LaunchFailure(kind, scope, offer_id, str(exc))
@@ -193,24 +285,25 @@ def served_clouds(provider: object) -> frozenset[str] | None:
     return frozenset(getattr(inner, "providers", None) or {inner.name})
 
 
-def _is_blocked(la: Launcher, offer: Offer) -> bool:
+def _is_blocked(la: Launch, offer: Offer) -> bool:
     loc = offer.location
-    now = time.time()
+    now = la.clock.time()
     clouds = served_clouds(la.provider)
     return (clouds is not None and loc.cloud not in clouds) or any(
         la.blocked.get(scope, 0) > now for scope in (loc.cloud, loc.region_scope, loc.zone_scope, offer.offer_id))
 
 
-def mend(la: Launcher, survivors: Counter, *, cause: str) -> bool:
+def mend(la: Launch, survivors: Counter, *, cause: str) -> bool:
     """The plan's fallbacks where they cover every blocked zone that misses nodes, else a re-plan."""
     return fall_back(la, survivors, cause=cause) or replan(la, survivors, cause=cause)
 
 
-def fall_back(la: Launcher, survivors: Counter, *, cause: str) -> bool:
+def fall_back(la: Launch, survivors: Counter, *, cause: str) -> bool:
     """Move the missing nodes of each blocked planned zone (held by its planned offers, or by the
     fallback offers that stand in for them) to the zone's first fallback in the plan whose offers are
     not blocked. False (and nothing changed): nothing blocked is missing, or a blocked zone has no such
-    fallback left, or misses nodes of an offer that no fallback of a planned zone moves."""
+    fallback left, or misses nodes of an offer that no fallback of a planned zone moves, or (a job with a
+    deadline) the moved mix would train too slowly to keep it on spot."""
     planned = {item.offer.offer_id: item.offer for item in la.plan.items}
     held_by = {holder: key for key, holder in la.stand_ins.items()}
     short: dict[str, set[str]] = {}  # planned zone -> planned offers whose nodes are missing
@@ -230,6 +323,9 @@ def fall_back(la: Launcher, survivors: Counter, *, cause: str) -> bool:
         if choice is None:
             return False
         chosen.append(choice)
+    deadline = la.remaining()
+    if deadline is not None and any(deadline.rule(f.samples_per_s) is not MarketRule.SPOT for f in chosen):
+        return False  # too slow for what is left of the deadline: the re-plan decides (on-demand, if need be)
     from geotrain.pricing.records import offer_record
 
     for fallback in chosen:
@@ -252,14 +348,14 @@ def fall_back(la: Launcher, survivors: Counter, *, cause: str) -> bool:
     return True
 
 
-def replan(la: Launcher, survivors: Counter, *, cause: str) -> bool:
+def replan(la: Launch, survivors: Counter, *, cause: str) -> bool:
     """Buy back what the plan promised around the blocked scopes, the survivors kept. False: no new
-    mix was found (the wanted mix is the survivors alone)."""
+    mix was found (the wanted mix is the survivors alone). A job with a deadline is planned again for
+    what is left of it by then, in the market ``launcher.deadline`` allows."""
     from geotrain.planning.planner import PlanOptions, make_plan
     from geotrain.pricing.inventory import load_inventory
-    from geotrain.pricing.snapshot import SnapshotStore
 
-    started = time.time()
+    started = la.clock.time()
     blocked = frozenset(scope for scope, until in la.blocked.items() if until > started)
     plan, job = la.plan, la.plan.job
     nodes = max(plan.nodes, sum(survivors.values()))
@@ -267,17 +363,37 @@ def replan(la: Launcher, survivors: Counter, *, cause: str) -> bool:
     clouds = served_clouds(la.provider)  # a re-plan buys only where this launch's providers can
     if clouds is not None:
         constraints = replace(constraints, clouds=clouds & job.constraints.clouds if job.constraints.clouds else clouds)
-    attempts = [
-        replace(job, objective=Objective.MIN_COST, constraints=constraints,
-                target_samples_per_s=plan.totals.samples_per_s * 0.999),
-        replace(job, objective=Objective.MAX_THROUGHPUT, constraints=constraints,
-                budget_usd_per_hour=plan.totals.usd_per_hour * 1.25),
-    ]
-    options = PlanOptions(keep=dict(survivors), blocked=blocked, frontier_points=0, time_limit_s=10,
-                          recovery_h=plan.recovery_h, provider=plan.provider)
+    deadline = la.remaining()
+    rule = None
+    if deadline is not None:
+        rule = deadline.rule(plan.totals.samples_per_s)
+        market = (replace(constraints, spot_only=True) if rule is MarketRule.SPOT
+                  else replace(constraints, max_spot_share=0.0, spot_only=False))
+        attempts = [replace(job, objective=Objective.MIN_COST_BY_DEADLINE, constraints=market,
+                            total_samples=max(1, math.ceil(deadline.samples_left)),
+                            deadline_h=max(deadline.hours_left, 1e-3))]
+        if rule is MarketRule.ON_DEMAND:  # the deadline may be out of reach: the fastest on-demand mix then
+            attempts.append(replace(job, objective=Objective.MAX_THROUGHPUT, constraints=market,
+                                    budget_usd_per_hour=10 * plan.totals.usd_per_hour, total_samples=None,
+                                    deadline_h=None))
+        else:  # spot that the planner expects to be too often interrupted: the rule keeps the deadline
+            attempts.append(replace(job, objective=Objective.MIN_COST_PER_SAMPLE, constraints=market,
+                                    total_samples=None, deadline_h=None))
+    else:
+        attempts = [
+            replace(job, objective=Objective.MIN_COST, constraints=constraints,
+                    target_samples_per_s=plan.totals.samples_per_s * 0.999),
+            replace(job, objective=Objective.MAX_THROUGHPUT, constraints=constraints,
+                    budget_usd_per_hour=plan.totals.usd_per_hour * 1.25),
+        ]
+    keep = dict(survivors)
+    if rule is MarketRule.ON_DEMAND:  # no slack for spot: its survivors go, on-demand ones stay
+        keep = {key: n for key, n in survivors.items() if la.offers[key].market != Market.SPOT}
+    options = PlanOptions(keep=keep, blocked=blocked, frontier_points=0, time_limit_s=10,
+                          recovery_h=plan.recovery_h, provider=plan.provider, capacity=la.capacity())
     reasons = []
     try:
-        snapshot = SnapshotStore().load(plan.snapshot_id)
+        snapshot = la.prices()
         inventory = load_inventory(job.onprem_inventory) if job.onprem_inventory else None
     except GeotrainError as exc:
         reasons.append(str(exc))
@@ -294,14 +410,56 @@ def replan(la: Launcher, survivors: Counter, *, cause: str) -> bool:
             la.offers[item.offer.offer_id] = item.offer
         la.wanted = Counter({item.offer.offer_id: item.count for item in new.items})
         la.stand_ins.clear()
-        la.ledger.event(la.run_id, EventKind.REPLANNED, wanted=dict(la.wanted), kept=dict(survivors), cause=cause,
+        release_surplus(la)
+        la.ledger.event(la.run_id, EventKind.REPLANNED, wanted=dict(la.wanted), kept=keep, cause=cause,
                         objective=attempt.objective.value, blocked=sorted(blocked),
+                        market=rule.value if rule is not None else None,
                         usd_per_hour=new.totals.usd_per_hour, samples_per_s=new.totals.samples_per_s,
-                        seconds=round(time.time() - started, 3), offers=[offer_record(i.offer) for i in new.items])
+                        seconds=round(la.clock.time() - started, 3), offers=[offer_record(i.offer) for i in new.items])
         return True
     la.wanted = Counter(dict(survivors))
-    la.ledger.event(la.run_id, EventKind.REPLAN_FAILED, reasons=reasons, kept=dict(survivors), cause=cause)
+    la.ledger.event(la.run_id, EventKind.REPLAN_FAILED, reasons=reasons, kept=dict(survivors), cause=cause,
+                    market=rule.value if rule is not None else None)
     return False
+
+
+def keep_the_deadline(la: Launch, samples_per_s: float) -> bool:
+    """A job with a deadline that trains on spot at ``samples_per_s`` (as measured) and whose slack no
+    longer allows spot: re-plan now (on-demand), before an interruption makes the deadline unreachable.
+    True if the wanted mix changed."""
+    deadline = la.remaining()
+    alive = la.alive_nodes()
+    if deadline is None or deadline.rule(samples_per_s) is MarketRule.SPOT:
+        return False
+    if not any(la.offers[n.offer_id].market == Market.SPOT for n in alive):
+        return False
+    return replan(la, survivors_of(alive), cause="the deadline's slack is spent")
+
+
+def release_surplus(la: Launch) -> None:
+    """Terminate the live nodes the wanted mix no longer holds (newest first): no node is paid for that
+    the plan does not want."""
+    extra = Counter(n.offer_id for n in la.alive_nodes())
+    extra.subtract(la.wanted)
+    for node in sorted(la.alive_nodes(), key=lambda n: (n.launched_at, n.node_id), reverse=True):
+        if extra[node.offer_id] > 0:
+            extra[node.offer_id] -= 1
+            la.provider.terminate(node.node_id, reason="released")
+            la.ledger.end_node(node.node_id, "released", at=la.clock.time())
+            la.ledger.event(la.run_id, EventKind.RELEASED, node_id=node.node_id, offer_id=node.offer_id,
+                            reason="the re-planned mix does not want it")
+
+
+def waiting_s(la: Launch) -> float | None:
+    """With no node up and none to be had: how long to wait before trying again (a job with a
+    deadline whose slack still allows spot: until the first blocked scope opens, at most a minute and
+    at least a second), or None (no deadline, or only on-demand is left: the run fails)."""
+    deadline = la.remaining()
+    if deadline is None or deadline.rule(la.plan.totals.samples_per_s) is not MarketRule.SPOT:
+        return None
+    now = la.clock.time()
+    opens = [until - now for until in la.blocked.values() if until > now]
+    return min(60.0, max(1.0, min(opens, default=60.0)))
 
 
 def survivors_of(nodes: list[NodeInfo]) -> Counter:

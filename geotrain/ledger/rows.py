@@ -24,6 +24,8 @@ class EventKind(StrEnum):
     FELL_BACK = "fell_back"  # a blocked zone's missing nodes moved to the plan's fallback for it
     REPLANNED = "replanned"
     REPLAN_FAILED = "replan_failed"
+    RELEASED = "released"  # a live node the re-planned mix does not want: terminated
+    WAITING = "waiting"  # no node up, none to be had: a job with a deadline waits for spot while its slack allows
     GENERATION_STARTED = "generation_started"
     CHECKPOINT_RESTORED = "checkpoint_restored"
     CHECKPOINT_WRITE_STARTED = "checkpoint_write_started"

@@ -22,7 +22,6 @@ from dataclasses import replace
 from geotrain.domain import Fallback, NodeGroup
 from geotrain.planning.planner import PlanningContext, keeps_the_goal, objective_score, totals_of
 from geotrain.planning.referee import PerfReferee
-from geotrain.pricing.capacity import CapacityModel
 from geotrain.solver import semantics
 
 FALLBACKS_PER_ZONE = 3
@@ -43,7 +42,7 @@ def fallbacks_of(ctx: PlanningContext, groups: list[NodeGroup]) -> tuple[Fallbac
     counts = [0] * len(cands)
     for g in groups:
         counts[index[g.offer.offer_id]] += g.count
-    capacity = CapacityModel.bundled()
+    capacity = ctx.options.capacity_model()
 
     def kind(j: int) -> tuple:
         shape = offers[cands[j].key].shape

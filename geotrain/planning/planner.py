@@ -63,6 +63,10 @@ class PlanOptions:
     unknown_interruptions_per_hour: float | None = None  # default: median of the snapshot's known spot rates
     progress: Callable[[SearchProgress], None] | None = None  # hears of each solve (``solver.search``)
     allow_below_target: bool = False  # a given mix (``plan_for_nodes``) that misses the goal is planned anyway
+    capacity: CapacityModel | None = None  # the capacity model (None: the bundled one; a replay's: its past)
+
+    def capacity_model(self) -> CapacityModel:
+        return self.capacity or CapacityModel.bundled()
 
 
 @dataclass
@@ -285,7 +289,7 @@ def build_context(job: JobSpec, snapshot: PriceSnapshot, *, inventory: Inventory
     if confidence is not None:
         if not 0 < confidence <= 1:
             raise InputError(f"--capacity-confidence: {confidence!r} is not within (0, 1]")
-        model = CapacityModel.bundled()
+        model = options.capacity_model()
         capacity_of = lambda offer: model.cap(offer, confidence)  # noqa: E731
     cands = build_candidates(
         offers, job=job, workload=workload, perf=perf, node_cap=node_cap, recovery_h=options.recovery_h,
@@ -457,13 +461,13 @@ def assumptions_of(ctx: PlanningContext, estimate: Estimate) -> tuple[str, ...]:
     if len({g.offer.location.zone_scope for g in estimate.groups}) > 1:  # traffic leaves a zone
         out += ctx.perf.egress.assumed_words(g.offer.location for g in estimate.groups)
     if host is None:  # the local provider's nodes are processes here: always had
-        out.append(launch_chance_words(estimate.groups))
+        out.append(launch_chance_words(estimate.groups, ctx.options.capacity_model()))
     return tuple(out)
 
 
-def launch_chance_words(groups) -> str:  # noqa: ANN001
+def launch_chance_words(groups, model: CapacityModel | None = None) -> str:  # noqa: ANN001
     """The chance that the whole mix can be had at once, by the capacity model, and what it rests on."""
-    model = CapacityModel.bundled()
+    model = model or CapacityModel.bundled()
     chance = model.launch_probability((g.offer, g.count) for g in groups)
     bases: dict[str, int] = {}
     for g in groups:

@@ -36,6 +36,9 @@ for step in range(10**9):
 """
 
 
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
 def one_document(kind: str, stdout: str) -> dict:
     """The whole of stdout is one JSON object of the kind, with the keys the kind promises."""
     document = json.loads(stdout)
@@ -165,6 +168,10 @@ CASES: dict[str, Case] = {
     "status": Case(_with("ledger", "status", "--json"), _status),
     "cost-report": Case(_with("ledger", "cost-report", RUN, "--json"), _cost_report),
     "profile": Case(_profile_args, _profile),
+    "simulate": Case(lambda r: ["simulate", "--trace", str(EXAMPLES / "traces" / "spot_two_zones.csv"),
+                                "--job", str(EXAMPLES / "sim" / "tiny-job.yaml"), "--json"],
+                     lambda doc, _: [p["policy"] for p in doc["policies"]][-1] == "oracle"
+                     and all(p["deadline_met"] for p in doc["policies"])),
 }
 
 

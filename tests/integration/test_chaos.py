@@ -22,10 +22,15 @@ SCENARIOS = [
                  id="killed mid-checkpoint"),
     Scenario("rank 0 preempted without notice, killed mid-recovery", trace=[{"at_step": 10, "node": 0}],
              kill_at="recovery"),
-    Scenario("two preempted at once, killed while the replacement boots",
-             trace=[{"at_step": 12, "node": 0}, {"at_step": 12, "node": 1, "notice_s": 0.5}], kill_at="replacement"),
-    Scenario("a notice while the workers start, no restart budget", trace=[{"at_s": 0.0, "node": 1, "notice_s": 3}],
-             max_restarts=0),
+    # heavy (CI room; `make test-all` runs them): a launcher killed mid-recovery and preemptions with notice stay
+    # in CI through the scenarios above
+    pytest.param(Scenario("two preempted at once, killed while the replacement boots",
+                          trace=[{"at_step": 12, "node": 0}, {"at_step": 12, "node": 1, "notice_s": 0.5}],
+                          kill_at="replacement"), marks=pytest.mark.heavy,
+                 id="two preempted at once, killed while the replacement boots"),
+    pytest.param(Scenario("a notice while the workers start, no restart budget",
+                          trace=[{"at_s": 0.0, "node": 1, "notice_s": 3}], max_restarts=0), marks=pytest.mark.heavy,
+                 id="a notice while the workers start, no restart budget"),
     Scenario("a preemption mid-checkpoint, killed just before completion",
              trace=[{"during_checkpoint": True, "at_step": 16}], kill_at="finishing"),
 ]

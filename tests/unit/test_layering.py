@@ -5,6 +5,7 @@ The layers, top to bottom (README, Development, draws the same):
 
     cli                      parse, call one app function, render
     app  testing             one module per command: the orchestration
+    sim                      replay spot markets: the baselines, geotrain's own launcher path, the oracle
     launcher  report         run a plan; account for a run
     planning  billing        plan a job; the cost of a run (the one cost function)
     perf  solver  pricing  providers  train
@@ -26,6 +27,7 @@ LAYERS: list[set[str]] = [
     {"__main__"},
     {"cli"},
     {"app", "testing"},
+    {"sim"},  # a replay drives the launcher's provisioning over a simulated provider
     {"launcher", "report"},
     {"planning", "billing"},
     {"providers"},  # a cloud provider builds its SDK clients as that cloud's price source does

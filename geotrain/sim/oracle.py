@@ -1,0 +1,133 @@
+"""The omniscient optimum on the realised trace: the cheapest schedule that trains the job's work by
+its deadline, knowing every tick in advance. A lower bound for every policy (a property test checks
+it on generated markets).
+
+Model (dynamic programming over ticks). A *configuration* ``k`` is a multiset of nodes
+(zone, market): the job's gang on spot in one zone, the gang on on-demand in one zone per region,
+and any other mix a policy of the replay ran (``extra``). At tick ``t`` configuration ``k`` is
+available when every zone holds its spot nodes (``n_{k,z} ≤ cap_{z,t}``); it costs
+``c_{k,t} = Σ_nodes price_{z,m,t}·Δ + traffic_k·Δ`` for a tick of ``Δ`` seconds and trains
+``r_k`` samples/s (the perf model). Entering ``k`` restarts the job: its first ticks lose ``R`` seconds
+(``age`` counts the ticks since entering, up to ``A = ⌈R/Δ⌉``), so a tick at age ``a`` trains
+``e_a = clamp((a+1)Δ − R, 0, Δ)`` seconds. Work is counted on a grid of ``P`` units of ``u = W/P``
+samples, and each tick's progress is rounded **up** (``⌈r_k·e_a/u⌉``), so the grid can only favour the
+oracle: its answer stays a lower bound. With ``V_t(k, a, p)`` the least cost to stand in ``k`` at age
+``a`` with ``p`` units done after tick ``t``::
+
+    M_t(p)              = min( min_{k,a} V_t(k, a, p), I_t(p) )                 (leave anything)
+    I_{t+1}(p)          = M_t(p)                                                (idle: no cost)
+    V_{t+1}(k, 1, p+i)  ≤ M_t(p) + c_{k,t}          i = ⌈r_k e_0 / u⌉           (enter k: a restart)
+    V_{t+1}(k, a', p+i) ≤ V_t(k, a, p) + c_{k,t}    i = ⌈r_k e_a / u⌉, a' = min(a+1, A)
+    answer              = min over t < T_deadline, k, a, p with p + i ≥ P of V_t(k, a, p) + c_{k,t}·(P−p)/i
+
+only over configurations available at ``t``. Never being preempted, the oracle loses no work; it
+pays no checkpoint egress either (leaving a cost out keeps the bound). The unit ``u`` is a whole
+fraction of one tick of the job's one-zone gang (all such gangs train alike), so those ticks count
+exactly, and ``P = ⌊W/u⌋ ≈ units`` (default 20,000): only restart ticks and other mixes round.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from geotrain.domain import Market
+from geotrain.sim.engine import HOURS, Outcome
+from geotrain.sim.world import Placement, World
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    placement: Placement
+    spot_need: tuple[tuple[int, int], ...]  # (zone, spot nodes)
+    samples_per_s: float
+    traffic_usd_per_hour: float
+
+
+def configurations(world: World, extra: tuple[Placement, ...] = ()) -> list[Config]:
+    seen: dict[Placement, Config] = {}
+    regions: set[str] = set()
+    candidates: list[Placement] = [world.gang(z, Market.SPOT) for z in range(world.zones)]
+    for z in range(world.zones):
+        if world.on_demand[z] is not None and world.spot[z].location.region_scope not in regions:
+            regions.add(world.spot[z].location.region_scope)
+            candidates.append(world.gang(z, Market.ON_DEMAND))
+    candidates += [p for p in extra if len(p) >= world.job.nodes]
+    for placement in candidates:
+        if placement in seen:
+            continue
+        need: dict[int, int] = {}
+        for z, m in placement:
+            if m == Market.SPOT:
+                need[z] = need.get(z, 0) + 1
+        rate, traffic = world.rate(placement)
+        seen[placement] = Config(placement, tuple(sorted(need.items())), rate, traffic)
+    return list(seen.values())
+
+
+def oracle(world: World, *, start_tick: int = 0, extra: tuple[Placement, ...] = (), units: int = 20_000) -> Outcome:
+    """The least cost of finishing the job by its deadline (see the module docstring)."""
+    clock = time.perf_counter()
+    job, tick_s = world.job, world.market.tick_s
+    configs = configurations(world, extra)
+    # the unit: a whole fraction of what the job's gang trains in one tick, so that every one-zone gang's
+    # full-speed ticks count exactly; P = ⌊W/u⌋ (the oracle may stop up to one unit short: a lower bound)
+    reference = world.rate(world.gang(0, Market.SPOT))[0] * tick_s
+    per_tick = max(1, round(units * reference / world.work_samples))
+    unit = reference / per_tick
+    P = max(1, math.floor(world.work_samples / unit + 1e-9))
+    A = max(1, math.ceil(job.restart_s / tick_s)) if job.restart_s > 0 else 1
+    effective = [min(tick_s, max(0.0, (a + 1) * tick_s - job.restart_s)) for a in range(A + 1)]
+    deadline_ticks = math.ceil(job.deadline_h * HOURS / tick_s - 1e-9)
+    K = len(configs)
+    inf = np.inf
+    V = np.full((K, A + 1, P + 1), inf)
+    idle = np.full(P + 1, inf)
+    idle[0] = 0.0
+    best = inf
+    best_tick = None
+    incs = np.array([[math.ceil(c.samples_per_s * effective[a] / unit - 1e-9) for a in range(A + 1)]
+                     for c in configs], dtype=np.int64)
+    for step in range(deadline_ticks):
+        t = start_tick + step
+        M = np.minimum(idle, V.min(axis=(0, 1)))
+        new = np.full_like(V, inf)
+        for k, c in enumerate(configs):
+            if t >= world.market.ticks and c.spot_need:
+                continue
+            if any(n > world.capacity(z, t) for z, n in c.spot_need):
+                continue
+            price = sum(world.price(z, m, t) for z, m in c.placement)
+            for a in range(A + 1):
+                source = M if a == 0 else V[k, a]
+                inc = int(incs[k, a])
+                e = effective[a]
+                cost = (price * tick_s + c.traffic_usd_per_hour * e) / HOURS
+                target = min(a + 1, A)
+                if inc <= 0:
+                    np.minimum(new[k, target], source + cost, out=new[k, target])
+                    continue
+                # finishing within this tick: pro rata
+                lo = max(0, P - inc)
+                tail = source[lo:P]
+                if tail.size:
+                    frac = (P - np.arange(lo, P)) / inc
+                    done = tail + (price * tick_s * frac + c.traffic_usd_per_hour * e * frac) / HOURS
+                    i = int(done.argmin())
+                    m = float(done[i])
+                    if m < best:  # it ends within this tick, after its restart part and its share of the rest
+                        best, best_tick = m, step * tick_s + (tick_s - e) + float(frac[i]) * e
+                if P - inc > 0:
+                    np.minimum(new[k, target, inc:P], source[:P - inc] + cost, out=new[k, target, inc:P])
+        V = new
+        idle = M
+        idle[P] = inf
+    notes = (f"{K} configurations, {P} work units, restart over {A} tick(s)",)
+    if not math.isfinite(best):
+        return Outcome("oracle", math.inf, math.inf, 0.0, 0.0, False, None, job.deadline_h, 0, 0, 0.0, 0.0,
+                       time.perf_counter() - clock, None, ("no schedule finishes by the deadline",) + notes)
+    return Outcome("oracle", best, best, 0.0, 0.0, True, best_tick / HOURS, job.deadline_h, 0, 0,
+                   0.0, 0.0, time.perf_counter() - clock, None, notes)

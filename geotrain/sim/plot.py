@@ -1,0 +1,40 @@
+"""``simulate --plot``: each policy's progress and spend over the replay."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+from geotrain.errors import InputError
+from geotrain.files import atomic_write_bytes
+from geotrain.sim.engine import Outcome
+
+
+def draw_replay(outcomes: list[Outcome], deadline_h: float, path: str | Path, title: str) -> None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as exc:
+        raise InputError("--plot needs matplotlib: pip install 'geotrain[plot]'") from exc
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(8, 6.5), dpi=110, sharex=True)
+    for out in outcomes:
+        t = out.timeline
+        if t is None:
+            continue
+        top.plot(t.hours, 100 * t.progress, label=out.policy)
+        bottom.plot(t.hours, t.usd, label=f"{out.policy} (${out.usd:,.2f})")
+    for ax in (top, bottom):
+        ax.axvline(deadline_h, color="#888", linestyle="--", linewidth=1)
+        ax.grid(True, alpha=0.3)
+    top.set_ylabel("work trained (%)")
+    bottom.set_ylabel("spent ($)")
+    bottom.set_xlabel("hours since the start (dashed: the deadline)")
+    top.set_title(title)
+    bottom.legend(fontsize=8, loc="upper left")
+    fig.tight_layout()
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png")
+    plt.close(fig)
+    atomic_write_bytes(Path(path), buffer.getvalue())
