@@ -221,8 +221,10 @@ class GeotrainPolicy:
             try:
                 plan = make_plan(replace(spec, constraints=on_demand), snapshot, options=self.plan_options)
             except GeotrainError:  # the deadline is out of reach even on on-demand: the fastest mix then
+                budget = 10 * sum(o.price_usd_per_hour for o in snapshot.offers()) * replay.job.nodes
                 plan = make_plan(replace(spec, constraints=on_demand, objective=Objective.MAX_THROUGHPUT,
-                                         total_samples=None, deadline_h=None), snapshot, options=self.plan_options)
+                                         budget_usd_per_hour=budget, total_samples=None, deadline_h=None),
+                                 snapshot, options=self.plan_options)
         ledger = Ledger(self.workdir / "ledger.sqlite")
         options = LaunchOptions(block_s=self.block_s, replan=True)
         ledger.create_run(run_id=run_id, plan_id=plan.plan_id, plan_json=_plan_json(plan), workload=job.workload,

@@ -204,7 +204,11 @@ def observed_capacity(world: World, tick: int):  # noqa: ANN201 - a CapacityMode
     rows = []
     past = world.market.available[:, :max(1, tick)]
     for z, offer in enumerate(world.spot):
-        counts = np.minimum(past[z], world.job.nodes if world.market.zones[z].flag else UNLIMITED)
+        row = past[z]
+        finite = row[row != UNLIMITED]
+        # a flag's yes (UNLIMITED) counts as the gang, or as the most ever counted where the trace counts too
+        yes = max(world.job.nodes, int(finite.max()) if finite.size else 0)
+        counts = np.where(row == UNLIMITED, yes, row)
         top = int(counts.max())
         units = max(1, offer.shape.accelerator_count)
         if top <= 0:
