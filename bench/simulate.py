@@ -44,12 +44,15 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--windows", type=int, default=6)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--only", default="", help="only the trace sets whose name holds this text")
     args = parser.parse_args()
     if not DATA.is_dir():
         print(f"skipped: {DATA} is absent")
         return
     summary = {}
     for name, paths, tick, prices, (workload, nodes, gpu_hours) in SETS:
+        if args.only not in name:
+            continue
         market = align(load_traces(paths), tick_s=tick)
         work_h = gpu_hours / nodes
         for slack in SLACKS:

@@ -49,6 +49,7 @@ from geotrain.launcher.injector import Injector
 from geotrain.launcher.options import LaunchOptions, RunOutcome, Status
 from geotrain.launcher.deadline import Deadline
 from geotrain.launcher.provisioning import boot_failed, mend, provision, recover, survivors_of, waiting_s
+from geotrain.launcher.replanning import keep_the_deadline
 from geotrain.launcher.task import check_task, task_argv, task_command
 from geotrain.launcher.training import Training, resolve_training, step_target
 from geotrain.launcher.workers import (check_checkpoint_url, generation_backend, kill_stale_workers, last_words,
@@ -67,6 +68,7 @@ LOSS_SETTLE_S = 5.0  # how long a worker failure waits for the provider to recor
 COST_REFRESH_S = 0.5  # how often the run's cost is taken while it trains
 SPEND_WINDOW_S = 5.0  # the spend rate is the cost's rise over this window (bytes reach the ledger in bursts)
 TERMINATE_MARGIN_S = 0.5  # time the spend limit allows for terminating every node
+DEADLINE_LOOK_S = 5.0  # how often a deadline plan's slack is checked while it trains
 
 
 class Launcher:
@@ -89,6 +91,7 @@ class Launcher:
         self.preemptions = 0
         self.restarts = 0
         self.clock = time  # provisioning's clock (``provisioning.Clock``)
+        self._deadline_looked = 0.0
         self.started_at = time.time()
         self.training_started_at: float | None = None
         self._stop_reason: str | None = None
@@ -229,6 +232,8 @@ class Launcher:
                 return self._finish_stopped()
             if outcome == "spend_limit":
                 return self._spend_limit_reached()
+            if outcome == "replanned":
+                continue
             if outcome == "preempted":
                 self._recover(detail)
             else:  # a worker failed with every node up
@@ -376,6 +381,10 @@ class Launcher:
                 return "stopped", None
             if self._over_spend_limit():
                 return "spend_limit", None
+            if self._deadline_spent():  # on-demand wanted now: the next generation trains there
+                self._kill_workers(grace_s=2.0)
+                self._drain()
+                return "replanned", None
             codes = {node_id: p.poll() for node_id, p in self._procs.items()}
             if all(code == 0 for code in codes.values()):
                 self._drain()
@@ -399,6 +408,15 @@ class Launcher:
                     self._kill_workers(grace_s=2.0)
                     self._drain()
                     return "error", failed
+
+    def _deadline_spent(self) -> bool:
+        """Every few seconds, for a plan made for a deadline: whether its slack at the measured rate no
+        longer allows spot, in which case ``keep_the_deadline`` has re-planned on on-demand."""
+        now = time.time()
+        if now - self._deadline_looked < DEADLINE_LOOK_S or not self.status.samples_per_s:
+            return False
+        self._deadline_looked = now
+        return keep_the_deadline(self, self.status.samples_per_s)
 
     def _over_spend_limit(self) -> bool:
         """Whether the run would pass ``max_spend_usd`` before the next cost refresh and the termination."""
@@ -454,6 +472,9 @@ class Launcher:
         job = self.plan.job
         if job.objective is not Objective.MIN_COST_BY_DEADLINE or job.total_samples is None or job.deadline_h is None:
             return None
+        if self.training.substitutions or self.options.command or job.task is not None \
+                or self.provider.capabilities.shared_host:
+            return None  # what trains is not what the plan's samples count (a stand-in, a script, this machine)
         last = self.ledger.last_progress(self.run_id)
         done = last.samples if last is not None else 0
         return Deadline(max(0.0, job.total_samples - done), job.deadline_h - (self.clock.time() - self.started_at) / 3600,

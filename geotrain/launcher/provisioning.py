@@ -20,7 +20,7 @@ After a failure or a preemption the wanted mix is mended (``mend``): first from 
 (``planning.fallback``): the missing nodes of every blocked zone move to that zone's best fallback
 whose zones are not blocked, without a solver; where a blocked zone has no fallback left, re-planning
 solves the plan's job again with the surviving nodes kept and the blocked scopes left out
-(``replan``): the cheapest mix that reaches the plan's throughput within its node count, else the most
+(``launcher.replanning.replan``): the cheapest mix that reaches the plan's throughput within its node count, else the most
 throughput for the plan's $/h + 25 %, else the survivors alone. Both write the new wanted mix to the
 ledger (``fell_back``, ``replanned``), so that a resumed launcher wants the same. When nothing can be
 launched and no node is left, the run fails with the reasons.
@@ -29,12 +29,11 @@ launched and no node is left, the run fails with the reasons.
 from __future__ import annotations
 
 import json
-import math
 from collections import Counter
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from geotrain.domain import Market, Objective, Offer, Plan
+from geotrain.domain import Offer, Plan
 from geotrain.launcher.deadline import MarketRule
 from geotrain.errors import (
     CapacityError, CredentialsError, GeotrainError, ProviderError, ProviderTimeoutError, QuotaError, ThrottledError,
@@ -98,6 +97,8 @@ def provision(la: Launch) -> list[NodeInfo]:
     """The nodes of the next generation: launch what is missing, re-plan around what fails."""
     track_untracked(la)
     if not la.wanted and la.options.replan and not la.alive_nodes():  # a re-plan found nothing before: again
+        from geotrain.launcher.replanning import replan
+
         replan(la, Counter(), cause="no node wanted")
     for _ in range(MAX_PROVISION_ROUNDS):
         recorded = record_ended(la)  # ended meanwhile (preempted during recovery): recorded, re-planned
@@ -294,7 +295,13 @@ def _is_blocked(la: Launch, offer: Offer) -> bool:
 
 
 def mend(la: Launch, survivors: Counter, *, cause: str) -> bool:
-    """The plan's fallbacks where they cover every blocked zone that misses nodes, else a re-plan."""
+    """The plan's fallbacks where they cover every blocked zone that misses nodes, else a re-plan. A
+    job with a deadline is always re-planned: the fallbacks were chosen for the whole deadline, not
+    for what is left of it."""
+    from geotrain.launcher.replanning import replan
+
+    if la.remaining() is not None:
+        return replan(la, survivors, cause=cause)
     return fall_back(la, survivors, cause=cause) or replan(la, survivors, cause=cause)
 
 
@@ -346,94 +353,6 @@ def fall_back(la: Launch, survivors: Counter, *, cause: str) -> bool:
                         offers=[offer_record(offer) for _, offer in fallback.moves])
     la.wanted = Counter({k: v for k, v in la.wanted.items() if v})
     return True
-
-
-def replan(la: Launch, survivors: Counter, *, cause: str) -> bool:
-    """Buy back what the plan promised around the blocked scopes, the survivors kept. False: no new
-    mix was found (the wanted mix is the survivors alone). A job with a deadline is planned again for
-    what is left of it by then, in the market ``launcher.deadline`` allows."""
-    from geotrain.planning.planner import PlanOptions, make_plan
-    from geotrain.pricing.inventory import load_inventory
-
-    started = la.clock.time()
-    blocked = frozenset(scope for scope, until in la.blocked.items() if until > started)
-    plan, job = la.plan, la.plan.job
-    nodes = max(plan.nodes, sum(survivors.values()))
-    constraints = replace(job.constraints, max_nodes=min(job.constraints.max_nodes or nodes, nodes))
-    clouds = served_clouds(la.provider)  # a re-plan buys only where this launch's providers can
-    if clouds is not None:
-        constraints = replace(constraints, clouds=clouds & job.constraints.clouds if job.constraints.clouds else clouds)
-    deadline = la.remaining()
-    rule = None
-    if deadline is not None:
-        rule = deadline.rule(plan.totals.samples_per_s)
-        market = (replace(constraints, spot_only=True) if rule is MarketRule.SPOT
-                  else replace(constraints, max_spot_share=0.0, spot_only=False))
-        attempts = [replace(job, objective=Objective.MIN_COST_BY_DEADLINE, constraints=market,
-                            total_samples=max(1, math.ceil(deadline.samples_left)),
-                            deadline_h=max(deadline.hours_left, 1e-3))]
-        if rule is MarketRule.ON_DEMAND:  # the deadline may be out of reach: the fastest on-demand mix then
-            attempts.append(replace(job, objective=Objective.MAX_THROUGHPUT, constraints=market,
-                                    budget_usd_per_hour=10 * plan.totals.usd_per_hour, total_samples=None,
-                                    deadline_h=None))
-        else:  # spot that the planner expects to be too often interrupted: the rule keeps the deadline
-            attempts.append(replace(job, objective=Objective.MIN_COST_PER_SAMPLE, constraints=market,
-                                    total_samples=None, deadline_h=None))
-    else:
-        attempts = [
-            replace(job, objective=Objective.MIN_COST, constraints=constraints,
-                    target_samples_per_s=plan.totals.samples_per_s * 0.999),
-            replace(job, objective=Objective.MAX_THROUGHPUT, constraints=constraints,
-                    budget_usd_per_hour=plan.totals.usd_per_hour * 1.25),
-        ]
-    keep = dict(survivors)
-    if rule is MarketRule.ON_DEMAND:  # no slack for spot: its survivors go, on-demand ones stay
-        keep = {key: n for key, n in survivors.items() if la.offers[key].market != Market.SPOT}
-    options = PlanOptions(keep=keep, blocked=blocked, frontier_points=0, time_limit_s=10,
-                          recovery_h=plan.recovery_h, provider=plan.provider, capacity=la.capacity())
-    reasons = []
-    try:
-        snapshot = la.prices()
-        inventory = load_inventory(job.onprem_inventory) if job.onprem_inventory else None
-    except GeotrainError as exc:
-        reasons.append(str(exc))
-        attempts = []
-    for attempt in attempts:
-        try:
-            new = make_plan(attempt, snapshot, inventory=inventory, options=options)
-        except GeotrainError as exc:
-            reasons.append(str(exc))
-            continue
-        from geotrain.pricing.records import offer_record
-
-        for item in new.items:
-            la.offers[item.offer.offer_id] = item.offer
-        la.wanted = Counter({item.offer.offer_id: item.count for item in new.items})
-        la.stand_ins.clear()
-        release_surplus(la)
-        la.ledger.event(la.run_id, EventKind.REPLANNED, wanted=dict(la.wanted), kept=keep, cause=cause,
-                        objective=attempt.objective.value, blocked=sorted(blocked),
-                        market=rule.value if rule is not None else None,
-                        usd_per_hour=new.totals.usd_per_hour, samples_per_s=new.totals.samples_per_s,
-                        seconds=round(la.clock.time() - started, 3), offers=[offer_record(i.offer) for i in new.items])
-        return True
-    la.wanted = Counter(dict(survivors))
-    la.ledger.event(la.run_id, EventKind.REPLAN_FAILED, reasons=reasons, kept=dict(survivors), cause=cause,
-                    market=rule.value if rule is not None else None)
-    return False
-
-
-def keep_the_deadline(la: Launch, samples_per_s: float) -> bool:
-    """A job with a deadline that trains on spot at ``samples_per_s`` (as measured) and whose slack no
-    longer allows spot: re-plan now (on-demand), before an interruption makes the deadline unreachable.
-    True if the wanted mix changed."""
-    deadline = la.remaining()
-    alive = la.alive_nodes()
-    if deadline is None or deadline.rule(samples_per_s) is MarketRule.SPOT:
-        return False
-    if not any(la.offers[n.offer_id].market == Market.SPOT for n in alive):
-        return False
-    return replan(la, survivors_of(alive), cause="the deadline's slack is spent")
 
 
 def release_surplus(la: Launch) -> None:

@@ -6,6 +6,7 @@ A replay job file (YAML)::
     workload: resnet50          # the perf model's workload (geotrain catalog of workloads)
     strategy: allreduce         # and the sync settings, as in a job spec (optional)
     nodes: 1                    # the gang: this many nodes train together, never fewer
+    # or  target_samples_per_s: 5000   the gang is then the fewest nodes of the traces' first zone that reach it
     work:
       gpu_hours: 48             # or samples: 2.0e8
     deadline_h: 72              # from the replay's start (--deadline overrides it)
@@ -44,6 +45,7 @@ class SimJob:
     restart_s: float = 300.0
     notice_s: float = 0.0
     checkpoint_write_s: float = 30.0
+    target_samples_per_s: float | None = None  # given instead of a gang: the world sizes the gang to reach it
 
     def __post_init__(self) -> None:
         if (self.work_samples is None) == (self.work_gpu_hours is None):
@@ -65,7 +67,10 @@ def load_sim_job(path: str | Path) -> SimJob:
     name = fields.text("name", path.stem)
     workload = fields.text("workload")
     sync = parse_sync(fields)
-    nodes = fields.whole("nodes", 1, minimum=1, maximum=4096)
+    nodes = fields.whole("nodes", None, minimum=1, maximum=4096)
+    target = fields.number("target_samples_per_s", None, above=0)
+    if nodes is not None and target is not None:
+        raise fields.fail("target_samples_per_s", "give nodes (the gang) or target_samples_per_s, not both")
     work = fields.section("work")
     if work is None:
         raise fields.fail("work", "required: samples: N or gpu_hours: H")
@@ -76,7 +81,7 @@ def load_sim_job(path: str | Path) -> SimJob:
     work.finish()
     deadline = fields.number("deadline_h", above=0, maximum=24 * 365)
     job = SimJob(
-        name=name, workload=workload, nodes=int(nodes), deadline_h=float(deadline), work_samples=samples,
+        name=name, workload=workload, nodes=int(nodes or 1), target_samples_per_s=target, deadline_h=float(deadline), work_samples=samples,
         work_gpu_hours=gpu_hours, sync=sync,
         checkpoint_every_s=60 * fields.number("checkpoint_every_min", 30.0, above=0, maximum=1e6),
         checkpoint_gb=fields.number("checkpoint_gb", 0.0, minimum=0, maximum=1e5),

@@ -11,9 +11,10 @@ Nothing here decides where nodes go. The replay supplies what a launch would hav
   zone's interruption rate and availability as the market's past shows them, never its future), the
   capacity model of that past, and what is left of the job by its deadline.
 
-Each tick the policy does what the launcher's loop does between generations when something changed:
-``provision`` (record the nodes the market took, mend, launch the difference), or, with no node up,
-try again (``provision`` re-plans when nothing is wanted). The job's gang is the plan's node count
+Each tick the policy does what the launcher's loop does: while the gang trains as wanted, it watches
+the deadline (``replanning.keep_the_deadline``, with the rate the gang trains at); when something
+changed, or with no node up, it provisions (``provision``: record the nodes the market took, mend,
+launch the difference; re-plan when nothing is wanted). The job's gang is the plan's node count
 (``Constraints.node_count``); the mix may span zones and regions where the perf model says it pays.
 """
 
@@ -31,7 +32,8 @@ from geotrain.domain import Constraints, JobSpec, Market, Objective
 from geotrain.errors import CapacityError, GeotrainError, NotFoundError, ProviderError
 from geotrain.launcher.deadline import Deadline, MarketRule
 from geotrain.launcher.options import LaunchOptions
-from geotrain.launcher.provisioning import keep_the_deadline, provision
+from geotrain.launcher.provisioning import provision
+from geotrain.launcher.replanning import keep_the_deadline
 from geotrain.ledger import Ledger
 from geotrain.planning.planfile import plan_to_dict
 from geotrain.planning.planner import PlanOptions, make_plan
@@ -234,6 +236,7 @@ class GeotrainPolicy:
         self.la._capacity = self.plan_options.capacity
         self._seen_ended: set[str] = set()
 
+
     def act(self, replay: Replay) -> None:
         la = self.la
         ended = {n.node_id for n in replay.nodes.values() if not n.running}
@@ -242,8 +245,11 @@ class GeotrainPolicy:
         alive = Counter(n.offer_id for n in la.alive_nodes())
         if not changed and alive == la.wanted and alive:  # training as wanted: the launcher watches the deadline
             held = replay.running_placement()
-            if len(held) < replay.job.nodes or not keep_the_deadline(la, replay.world.rate(held)[0]):
+            if len(held) < replay.job.nodes:
                 return
+            if keep_the_deadline(la, replay.world.rate(held)[0]):
+                self._seen_ended = {n.node_id for n in replay.nodes.values() if not n.running}
+            return
         try:
             provision(la)
         except GeotrainError as exc:

@@ -183,6 +183,18 @@ def build_world(market: TraceMarket, job: SimJob, *, spot_prices: str = "trace",
     egress = EgressPrices.bundled()
     perf = PerfModel(egress=egress)
     world = World(market, job, tuple(spot), tuple(on_demand), prices, perf, egress, 0.0, tuple(notes))
+    if job.target_samples_per_s is not None:  # the gang: the fewest nodes of the first zone that reach it
+        for n in range(1, 1025):
+            world.job = replace(job, nodes=n)
+            world._rates.clear()
+            if world.rate(world.gang(0, Market.SPOT))[0] >= job.target_samples_per_s:
+                break
+        else:
+            raise InputError(f"{job.target_samples_per_s:g} samples/s is out of reach with 1,024 nodes of "
+                             f"{spot[0].shape.instance_type}; lower target_samples_per_s")
+        job = world.job
+        world.notes = (*world.notes, f"the gang: {job.nodes} node(s) of {spot[0].shape.instance_type} reach "
+                                     f"{job.target_samples_per_s:g} samples/s")
     if job.work_samples is not None:
         world.work_samples = float(job.work_samples)
     else:
