@@ -1,6 +1,6 @@
 # Two commands do all setup: `make demo` runs geotrain on the embedded default (bundled prices,
 # local provider, SQLite ledger): catalog, SkyPilot's hello task, estimate, plan, a plan for the local provider launched
-# with injected preemptions and a capacity failure, and its cost report (files in .demo/).
+# with injected preemptions and a capacity failure, its cost report, and a spot-market replay (files in .demo/).
 # `make test` runs the whole test suite. Both create or reuse .venv and install what they need;
 # a second run skips the install unless pyproject.toml changed.
 
@@ -26,6 +26,8 @@ demo: $(VENV)/.demo-installed
 	    --nodes aws/usw2-az1/g4dn.xlarge,aws/usw2-az2/g4dn.xlarge,aws/use1-az1/g4dn.xlarge,aws/use1-az2/g4dn.xlarge
 	$(BIN)/geotrain launch .demo/mix.json --steps 300 --preempt-trace examples/preemptions.yaml --block-min 5
 	$(BIN)/geotrain cost-report --plot .demo/costs.png
+	$(BIN)/geotrain simulate --trace examples/traces/spot_two_zones.csv --job examples/sim/tiny-job.yaml \
+	    --plot .demo/replay.png
 
 test: $(VENV)/.test-installed
 	sh scripts/ensure_sshd.sh  # the on-prem provider's tests talk to a real sshd
