@@ -23,8 +23,9 @@ def draw_replay(outcomes: list[Outcome], deadline_h: float, path: str | Path, ti
         t = out.timeline
         if t is None:
             continue
-        top.plot(t.hours, 100 * t.progress, label=out.policy)
-        bottom.plot(t.hours, t.usd, label=f"{out.policy} (${out.usd:,.2f})")
+        hours = [0.0, *t.hours]  # every run starts from nothing at hour 0
+        top.plot(hours, [0.0, *(100 * t.progress)], marker=".", label=out.policy)
+        bottom.plot(hours, [0.0, *t.usd], marker=".", label=f"{out.policy} (${out.usd:,.2f})")
     for ax in (top, bottom):
         ax.axvline(deadline_h, color="#888", linestyle="--", linewidth=1)
         ax.grid(True, alpha=0.3)
