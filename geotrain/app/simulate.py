@@ -15,6 +15,9 @@ from geotrain.sim.traces import load_traces
 from geotrain.sim.world import build_world
 
 
+MAX_ZONES = 200  # the oracle's work grows with the zones; a price history of every type and region is thousands
+
+
 @dataclass(frozen=True, slots=True)
 class SimulationReport:
     job: SimJob
@@ -54,6 +57,9 @@ def simulate(traces: list[str], job_path: str | Path, *, policy: str = "all", de
     names = policies_of(policy)
     job = load_sim_job(job_path).with_deadline(deadline_h)
     zones = load_traces(traces, kind=kind, zone=zone, instance_type=instance_type)
+    if len(zones) > MAX_ZONES:
+        raise InputError(f"{len(zones)} zone traces (zone x instance type) in {', '.join(traces)}: a replay takes at "
+                         f"most {MAX_ZONES}; pick some with --instance-type and --zone")
     market = align(zones, tick_s=tick_s)
     start_tick = int(round(start_h * 3600 / market.tick_s))
     if start_tick >= market.ticks:

@@ -29,7 +29,7 @@ from pathlib import Path
 import pandas as pd
 
 from geotrain.domain import Constraints, JobSpec, Market, Objective
-from geotrain.errors import CapacityError, GeotrainError, NotFoundError, ProviderError
+from geotrain.errors import GeotrainError, NotFoundError, ProviderError
 from geotrain.launcher.deadline import Deadline, MarketRule
 from geotrain.launcher.options import LaunchOptions
 from geotrain.launcher.provisioning import provision
@@ -84,10 +84,7 @@ class SimProvider:
         zone = self._zone_of.get(offer.location.zone_scope + "/" + offer.shape.instance_type)
         if zone is None:
             raise ProviderError(f"the replay has no market for {offer.offer_id}", scope=offer.location.zone_scope)
-        try:
-            node = self.replay.launch(zone, offer.market.value, request.request_id)
-        except CapacityError:
-            raise
+        node = self.replay.launch(zone, offer.market.value, request.request_id)  # CapacityError where the market has none
         self._by_request[request.request_id] = node.node_id
         return self._info(node)
 

@@ -28,6 +28,7 @@ from geotrain.domain import Location
 from geotrain.errors import InputError
 
 UNLIMITED = 2**31 - 1  # an available tick of a flag trace: a launch succeeded, how many is not known
+DEFAULT_TICK_S = 600.0  # the coarsest default tick: a policy looks at the market at least this often
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -116,10 +117,13 @@ def _step_values(times_s: np.ndarray, values: np.ndarray, grid_s: np.ndarray, be
 
 def align(zones: list[ZoneTrace] | tuple[ZoneTrace, ...], *, tick_s: float | None = None,
           start: datetime | None = None, hours: float | None = None) -> Market:
-    """Zone traces on one grid of ``tick_s`` (default: the coarsest median step among them), from
+    """Zone traces on one grid of ``tick_s`` (default: the coarsest median step among them, at most
+    :data:`DEFAULT_TICK_S`), from
     ``start`` (default: the latest first observation, so every zone is observed from tick 0) for
-    ``hours`` (default: up to the earliest end). Traces of one key (zone and instance type) are
-    refused: which one holds would be a guess."""
+    ``hours`` (default: up to the earliest end); traces observed over spans that do not overlap at all
+    (a price history of zones that came and went) are replayed over all of them, each zone unavailable
+    outside its own. Traces of one key (zone and instance type) are refused: which one holds would be
+    a guess."""
     if not zones:
         raise InputError("no zone trace to replay")
     keys = [z.key for z in zones]
@@ -127,11 +131,15 @@ def align(zones: list[ZoneTrace] | tuple[ZoneTrace, ...], *, tick_s: float | Non
     if twice:
         raise InputError(f"two traces for {', '.join(twice)}: give each zone and instance type once")
     steps = [float(np.median(np.diff(z.times_s))) for z in zones if len(z.times_s) > 1]
-    tick = float(tick_s) if tick_s is not None else (max(steps) if steps else 600.0)
+    # a policy acts at every tick: the traces' coarsest step, but at least every DEFAULT_TICK_S (a daily
+    # price history still replays decisions every few minutes, its prices held between observations)
+    tick = float(tick_s) if tick_s is not None else min(max(steps) if steps else DEFAULT_TICK_S, DEFAULT_TICK_S)
     if not math.isfinite(tick) or tick <= 0:
         raise InputError(f"tick {tick_s!r} is not a number of seconds > 0")
     begin = start or max(z.start for z in zones)
     end = min(z.end for z in zones)
+    if start is None and end <= begin:  # observed over different spans (a price history): all of them, a zone
+        begin, end = min(z.start for z in zones), max(z.end for z in zones)  # unavailable outside its own
     if hours is not None:
         end = min(end, begin + timedelta(hours=hours)) if start is None else begin + timedelta(hours=hours)
     count = int((end - begin).total_seconds() // tick)
@@ -143,6 +151,7 @@ def align(zones: list[ZoneTrace] | tuple[ZoneTrace, ...], *, tick_s: float | Non
     for i, z in enumerate(zones):
         grid = (begin - z.start).total_seconds() + np.arange(count) * tick
         available[i] = _step_values(z.times_s, z.available.astype(np.int64), grid, 0)
+        available[i, grid >= z.duration_s] = 0  # after its last observation a zone is not known to have any
         if z.spot_usd_per_hour is not None:
             prices[i] = _step_values(z.times_s, z.spot_usd_per_hour.astype(np.float64), grid, np.nan)
     return Market(tuple(zones), begin, tick, available, prices, tuple(dict.fromkeys(z.source for z in zones)))

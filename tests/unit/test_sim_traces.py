@@ -140,8 +140,9 @@ def test_generic_counts_flags_and_examples(tmp_path):
     assert {z.key for z in example} == {"aws/us-east-1/us-east-1a/p3.2xlarge",
                                         "gcp/us-central1/us-central1-a/a2-highgpu-1g",
                                         "azure/eastus/Standard_NC24ads_A100_v4"}
-    market = align(example)  # the output fits align()
+    market = align(example, tick_s=3600)  # the output fits align()
     assert market.ticks == 4 and market.tick_s == 3600
+    assert align(example).tick_s == 600  # by default a policy looks at least every 10 minutes
 
 
 def test_bad_inputs(tmp_path):
