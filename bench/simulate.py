@@ -36,6 +36,12 @@ SETS = [
      ("resnet50", 8, 96.0)),
     ("gcp-h100 16-gang", [DATA / "skynomad/gcp_h100_16x_probe_counts.csv"], 600.0, "catalog",
      ("resnet50", 16, 192.0)),
+    # the probes' own prices: the GPU SKU part of the spot price only (the VM's CPU and memory left out),
+    # on-demand from the catalog; their order differs from the catalog's (asia-south2 the dearest here)
+    ("gcp-h100 8-gang, probe prices", [DATA / "skynomad/gcp_h100_16x_probe_counts.csv"], 600.0, "trace",
+     ("resnet50", 8, 96.0)),
+    ("gcp-h100 16-gang, probe prices", [DATA / "skynomad/gcp_h100_16x_probe_counts.csv"], 600.0, "trace",
+     ("resnet50", 16, 192.0)),
 ]
 SLACKS = (1.1, 1.5, 2.0)
 

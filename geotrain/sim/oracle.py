@@ -18,7 +18,8 @@ oracle: its answer stays a lower bound. With ``V_t(k, a, p)`` the least cost to 
     I_{t+1}(p)          = M_t(p)                                                (idle: no cost)
     V_{t+1}(k, 1, p+i)  ≤ M_t(p) + c_{k,t}          i = ⌈r_k e_0 / u⌉           (enter k: a restart)
     V_{t+1}(k, a', p+i) ≤ V_t(k, a, p) + c_{k,t}    i = ⌈r_k e_a / u⌉, a' = min(a+1, A)
-    answer              = min over t < T_deadline, k, a, p with p + i ≥ P of V_t(k, a, p) + c_{k,t}·(P−p)/i
+    answer              = min over t < T_deadline, k, a, p with p + i ≥ P of V_t(k, a, p) + c_{k,t}·(P−p)/i,
+                          where that tick's finish, tΔ + (Δ − e_a) + e_a·(P−p)/i, is by the deadline
 
 only over configurations available at ``t``. Never being preempted, the oracle loses no work; it
 pays no checkpoint egress either (leaving a cost out keeps the bound). The unit ``u`` is a whole
@@ -81,7 +82,8 @@ def oracle(world: World, *, start_tick: int = 0, extra: tuple[Placement, ...] = 
     P = max(1, math.floor(world.work_samples / unit + 1e-9))
     A = max(1, math.ceil(job.restart_s / tick_s)) if job.restart_s > 0 else 1
     effective = [min(tick_s, max(0.0, (a + 1) * tick_s - job.restart_s)) for a in range(A + 1)]
-    deadline_ticks = math.ceil(job.deadline_h * HOURS / tick_s - 1e-9)
+    deadline_s = job.deadline_h * HOURS
+    deadline_ticks = math.ceil(deadline_s / tick_s - 1e-9)
     K = len(configs)
     inf = np.inf
     V = np.full((K, A + 1, P + 1), inf)
@@ -116,6 +118,8 @@ def oracle(world: World, *, start_tick: int = 0, extra: tuple[Placement, ...] = 
                 if tail.size:
                     frac = (P - np.arange(lo, P)) / inc
                     done = tail + (price * tick_s * frac + c.traffic_usd_per_hour * e * frac) / HOURS
+                    ends_s = step * tick_s + (tick_s - e) + frac * e  # finishing by the deadline, not after it
+                    done = np.where(ends_s <= deadline_s + 1e-6, done, inf)
                     i = int(done.argmin())
                     m = float(done[i])
                     if m < best:  # it ends within this tick, after its restart part and its share of the rest
