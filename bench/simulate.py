@@ -32,9 +32,9 @@ DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 SETS = [
     ("aws-v100 (9 zones, 3 regions)", [DATA / "skynomad/data/real_availability_2023-02-15"], None, "trace",
      ("resnet50", 1, 24.0)),
-    ("gcp-h100 (13 zones, 8 regions)", [DATA / "skynomad/gcp_h100_16x_probe_counts.csv"], 600.0, "catalog",
+    ("gcp-h100 8-gang, catalog prices (13 zones, 8 regions)", [DATA / "skynomad/gcp_h100_16x_probe_counts.csv"], 600.0, "catalog",
      ("resnet50", 8, 96.0)),
-    ("gcp-h100 16-gang", [DATA / "skynomad/gcp_h100_16x_probe_counts.csv"], 600.0, "catalog",
+    ("gcp-h100 16-gang, catalog prices", [DATA / "skynomad/gcp_h100_16x_probe_counts.csv"], 600.0, "catalog",
      ("resnet50", 16, 192.0)),
     # the probes' own prices: the GPU SKU part of the spot price only (the VM's CPU and memory left out),
     # on-demand from the catalog; their order differs from the catalog's (asia-south2 the dearest here)
@@ -50,14 +50,14 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--windows", type=int, default=6)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--only", default="", help="only the trace sets whose name holds this text")
+    parser.add_argument("--only", default="", help="only the trace sets whose name holds one of these texts (a|b)")
     args = parser.parse_args()
     if not DATA.is_dir():
         print(f"skipped: {DATA} is absent")
         return
     summary = {}
     for name, paths, tick, prices, (workload, nodes, gpu_hours) in SETS:
-        if args.only not in name:
+        if not any(part in name for part in args.only.split("|")):
             continue
         market = align(load_traces(paths), tick_s=tick)
         work_h = gpu_hours / nodes
