@@ -50,6 +50,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--windows", type=int, default=6)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--slacks", default=",".join(map(str, SLACKS)), help="deadline slacks, e.g. 1.1,2")
     parser.add_argument("--only", default="", help="only the trace sets whose name holds one of these texts (a|b)")
     args = parser.parse_args()
     if not DATA.is_dir():
@@ -61,7 +62,7 @@ def main() -> None:
             continue
         market = align(load_traces(paths), tick_s=tick)
         work_h = gpu_hours / nodes
-        for slack in SLACKS:
+        for slack in (float(x) for x in args.slacks.split(",")):
             deadline = work_h * slack
             job = SimJob(name="bench", workload=workload, nodes=nodes, deadline_h=deadline, work_gpu_hours=gpu_hours,
                          checkpoint_gb=2.0, checkpoint_every_s=1800, restart_s=300)
