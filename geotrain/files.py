@@ -110,3 +110,15 @@ def fsync_dir(directory: Path | str) -> None:
         pass
     finally:
         os.close(fd)
+
+
+def write_png(fig, path: str | Path) -> None:  # noqa: ANN001 - a matplotlib figure (imported by the caller)
+    """Save a matplotlib figure as a PNG at ``path`` (atomically), and close it."""
+    import io
+
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png")
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
+    atomic_write_bytes(Path(path), buffer.getvalue())

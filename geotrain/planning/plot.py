@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import io
 from pathlib import Path
 
 from geotrain.domain import Plan
 from geotrain.errors import InputError
-from geotrain.files import atomic_write_bytes
+from geotrain.files import write_png
 
 
 def draw_frontier(plan: Plan, path: str | Path) -> None:
@@ -36,7 +35,4 @@ def draw_frontier(plan: Plan, path: str | Path) -> None:
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8, loc="upper left")
     fig.tight_layout()
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png")
-    plt.close(fig)
-    atomic_write_bytes(Path(path), buffer.getvalue())
+    write_png(fig, path)

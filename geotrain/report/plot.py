@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import io
 from pathlib import Path
 
 from geotrain.errors import InputError
-from geotrain.files import atomic_write_bytes
+from geotrain.files import write_png
 from geotrain.billing import node_usage
 from geotrain.ledger import EventKind, Ledger
 from geotrain.report.compare import PlanComparison
@@ -77,7 +76,4 @@ def draw(report: CostReport, comparison: PlanComparison, ledger: Ledger, path: s
     ax.legend(fontsize=8)
     ax.set_title("plan vs actual")
     fig.tight_layout()
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png")
-    plt.close(fig)
-    atomic_write_bytes(Path(path), buffer.getvalue())
+    write_png(fig, path)

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import io
 from pathlib import Path
 
 from geotrain.errors import InputError
-from geotrain.files import atomic_write_bytes
+from geotrain.files import write_png
 from geotrain.sim.engine import Outcome
 
 
@@ -35,7 +34,4 @@ def draw_replay(outcomes: list[Outcome], deadline_h: float, path: str | Path, ti
     top.set_title(title)
     bottom.legend(fontsize=8, loc="upper left")
     fig.tight_layout()
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png")
-    plt.close(fig)
-    atomic_write_bytes(Path(path), buffer.getvalue())
+    write_png(fig, path)
