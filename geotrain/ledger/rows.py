@@ -27,6 +27,7 @@ class EventKind(StrEnum):
     RELEASED = "released"  # a live node the re-planned mix does not want: terminated
     WAITING = "waiting"  # no node up, none to be had: a job with a deadline waits for spot while its slack allows
     GENERATION_STARTED = "generation_started"
+    SYNC_ROUNDS = "sync_rounds"  # a worker's sync rounds since its last report: count, seconds, compute seconds
     CHECKPOINT_RESTORED = "checkpoint_restored"
     CHECKPOINT_WRITE_STARTED = "checkpoint_write_started"
     CHECKPOINT_SAVED = "checkpoint_saved"

@@ -72,7 +72,7 @@ def main(argv: list[str]) -> int:
     from geotrain.ledger import EventKind, Ledger
     from geotrain.train.checkpoint import CheckpointStore
     from geotrain.train.ledger_relay import RELAY_ENV, RELAY_STORE, StoreLedger
-    from geotrain.train.sync import ByteCounter, DDPSync, DeterministicSync, LocalSGDSync, StepInput
+    from geotrain.train.sync import ByteCounter, StepInput, make_sync
     from geotrain.train.workloads import WORKLOADS
 
     torch.set_num_threads(1)
@@ -106,7 +106,9 @@ def main(argv: list[str]) -> int:
     optimizer = torch.optim.SGD(model.parameters(), lr=config["lr"], momentum=config["momentum"])
     ckpt = CheckpointStore(config["checkpoint_url"],
                            write_delay_s=float(os.environ.get("GEOTRAIN_FAULT_CHECKPOINT_DELAY_S", "0")))
+    M = config["micro_batches"]  # of the global batch: fixed for the run, whatever the world size
     step = 0
+    samples = 0  # trained by all ranks (a hivemind round trains about its target batch, not M micro-batches)
     latest = ckpt.latest()
     if latest is not None:
         state = ckpt.load(latest)
@@ -114,34 +116,40 @@ def main(argv: list[str]) -> int:
         optimizer.load_state_dict(state["optimizer"])
         torch.set_rng_state(state["torch_rng"])
         step = int(state["step"])
+        samples = int(state.get("samples", step * M * workload.samples_per_step))  # older checkpoints: M per step
         if rank == 0:
             ledger.event(run_id, EventKind.CHECKPOINT_RESTORED, node_id=node_id, step=step, generation=generation,
                          url=latest.url, rejected=[list(r) for r in ckpt.rejected])
 
     counter = ByteCounter()
     regions = [n["region"] for n in nodes]
-    M = config["micro_batches"]  # of the global batch: fixed for the run, whatever the world size
-    settings = config["sync"]
-    if settings["strategy"] == "local-sgd":
-        sync = LocalSGDSync(model, workload.loss, rank, world, counter, regions, settings["local_steps"],
-                            settings["precision"])
-    elif deterministic:
-        sync = DeterministicSync(model, workload.loss, rank, world, counter, M)
-    else:
-        sync = DDPSync(model, workload.loss, rank, world, counter, settings["precision"])
+    m = workload.samples_per_step
+
+    def fetch(position: int) -> tuple:
+        return tuple(t.to(device) for t in workload.batch(config["seed"], position, m))
+
+    def new_store():  # noqa: ANN202 - a store client of its own (a strategy's thread)
+        client = dist.TCPStore(store_cfg["host"], store_cfg["port"], is_master=False, timeout=timedelta(seconds=60))
+        return dist.PrefixStore(f"{store_cfg.get('prefix', '')}/gen{generation}/", client)
+
+    sync = make_sync(config["sync"], model=model, loss_fn=workload.loss, rank=rank, world=world, counter=counter,
+                     regions=regions, micro_batches=M, samples_per_micro=m, deterministic=deterministic,
+                     rates=[n.get("samples_per_s") or 1.0 for n in nodes], make_store=new_store, store=store,
+                     address=os.environ.get("GEOTRAIN_NODE_ADDRESS", "127.0.0.1"),
+                     timeout_s=config.get("collective_timeout_s", 60))
+    own_data = getattr(sync, "reads_own_data", False)
 
     target = config["target_steps"]
     every = config["checkpoint_every"]
-    m = workload.samples_per_step
     global_samples = M * m
     mine = [j for j in range(M) if j % world == rank]
 
     def save(kind: str) -> None:
         ledger.event(run_id, EventKind.CHECKPOINT_WRITE_STARTED, node_id=node_id, step=step, purpose=kind)
         info = ckpt.save(step, {
-            "model": model.state_dict(), "optimizer": optimizer.state_dict(), "step": step,
+            "model": model.state_dict(), "optimizer": optimizer.state_dict(), "step": step, "samples": samples,
             "torch_rng": torch.get_rng_state(),
-        }, meta={"run_id": run_id, "generation": generation, "world_size": world, "samples": step * global_samples,
+        }, meta={"run_id": run_id, "generation": generation, "world_size": world, "samples": samples,
                  "kind": kind})
         ledger.event(run_id, EventKind.CHECKPOINT_SAVED, node_id=node_id, step=step, purpose=kind, url=info.url,
                      size_bytes=info.size_bytes)
@@ -158,17 +166,21 @@ def main(argv: list[str]) -> int:
             dst = Location(other["cloud"], other["region_name"], other["zone"], Continent(other["continent"]))
             rows.append((node_id, other["node_id"], link_class(src, dst).value, nbytes))
         ledger.add_link_bytes(run_id, generation, rows)
+        rounds = sync.clock.drain()
+        if rounds["steps"]:
+            ledger.event(run_id, EventKind.SYNC_ROUNDS, node_id=node_id, generation=generation, rank=rank,
+                         strategy=sync.name, **rounds)
 
     noticed = False
-    window_start, window_step = time.perf_counter(), step
+    window_start, window_samples = time.perf_counter(), samples
     try:
         while step < target:
-            batches = [tuple(t.to(device) for t in workload.batch(config["seed"], step * global_samples + j * m, m))
-                       for j in mine]
-            loss = sync.step(StepInput(batches, mine, global_samples, M), optimizer)
+            batches = [] if own_data else [fetch(step * global_samples + j * m) for j in mine]
+            result = sync.step(StepInput(batches, mine, global_samples, M, step=step, fetch=fetch), optimizer)
+            loss = result.loss
+            samples += result.samples
             step += 1
-            if isinstance(sync, LocalSGDSync):
-                sync.after_step(step, final=step == target)  # the run ends on averaged parameters
+            sync.after_step(step, final=step == target)  # the run ends on one model
             if notice.received() and not noticed and sync.averaged(step):
                 noticed = True
                 ledger.event(run_id, EventKind.NOTICE, node_id=node_id, step=step)
@@ -177,9 +189,9 @@ def main(argv: list[str]) -> int:
                 save("periodic")
             if rank == 0 and (step % config["progress_every"] == 0 or step == target):
                 now = time.perf_counter()
-                rate = (step - window_step) * global_samples / (now - window_start) if now > window_start else None
-                window_start, window_step = now, step
-                ledger.progress(run_id, generation=generation, step=step, samples=step * global_samples, loss=loss,
+                rate = (samples - window_samples) / (now - window_start) if now > window_start else None
+                window_start, window_samples = now, samples
+                ledger.progress(run_id, generation=generation, step=step, samples=samples, loss=loss,
                                 samples_per_s=rate, world_size=world)
             if step % config["progress_every"] == 0:
                 flush_bytes()
@@ -187,12 +199,14 @@ def main(argv: list[str]) -> int:
             save("final")
             ledger.event(run_id, EventKind.TRAINING_FINISHED, node_id=node_id, step=step)
         flush_bytes()
+        sync.close()
         if world > 1:
             dist.barrier()
             dist.destroy_process_group()
         return 0
-    except (RuntimeError, dist.DistBackendError, dist.DistStoreError) as exc:  # a peer or the store is gone
+    except (RuntimeError, ConnectionError, dist.DistBackendError, dist.DistStoreError) as exc:  # a peer or the store is gone
         flush_bytes()
+        sync.close()
         print(f"geotrain worker {node_id} rank {rank}: collective failed at step {step}: {exc}", file=sys.stderr)
         return PEER_LOST
 

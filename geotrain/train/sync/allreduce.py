@@ -1,0 +1,149 @@
+"""``allreduce``: synchronous data parallel, one round per step.
+
+- ``DDPSync``: ``torch.nn.parallel.DistributedDataParallel`` (the gradient all-reduce overlaps the
+  backward pass). Each rank trains its share of the global batch; losses are scaled so that the
+  averaged gradient is the mean over the whole global batch. Gradients travel in the plan's wire
+  precision (cast before the collective, summed in that type, cast back), as the perf model counts.
+- ``DeterministicSync``: the same update, bit for bit independent of the world size: the global
+  batch is cut into ``M`` fixed micro-batches; each rank computes the gradient of its micro-batches
+  one by one, all ranks all-gather them and add them up in micro-batch order. A run that loses and
+  gains nodes therefore ends with exactly the weights of an uninterrupted run. It sends
+  ``(n−1)/n·M/n`` times more than an all-reduce, always fp32: for tests and reproducible runs.
+
+Bytes are counted as a ring sends them: an all-reduce of ``B`` bytes among ``n`` ranks sends
+``2(n−1)/n·B`` from each rank to its successor in the ring (ranks in location order); an all-gather
+of pieces of ``b`` bytes sends ``(n−1)·b`` to the successor.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from geotrain.train.sync.base import ByteCounter, RoundClock, StepInput, StepResult, Timer, parameter_bytes, wire_dtype
+
+
+def _compressed_all_reduce_hook(dtype: torch.dtype):  # noqa: ANN202
+    """A DDP communication hook that all-reduces each gradient bucket in ``dtype`` (averaged)."""
+
+    def hook(group, bucket):  # noqa: ANN001, ANN202
+        world = dist.get_world_size(group)
+        buffer = bucket.buffer()
+        wire = buffer.to(dtype).div_(world)
+        future = dist.all_reduce(wire, group=group, async_op=True).get_future()
+
+        def back(fut):  # noqa: ANN001, ANN202
+            buffer.copy_(fut.value()[0])
+            return buffer
+
+        return future.then(back)
+
+    return hook
+
+
+class DDPSync:
+    name = "allreduce"
+
+    def __init__(self, model: nn.Module, loss_fn: Callable, rank: int, world: int, counter: ByteCounter,
+                 precision: str = "fp32") -> None:
+        self.raw = model
+        dtype = wire_dtype(precision)
+        self.model = nn.parallel.DistributedDataParallel(model) if world > 1 else model
+        if world > 1 and dtype != torch.float32:
+            self.model.register_comm_hook(None, _compressed_all_reduce_hook(dtype))
+        self.loss_fn = loss_fn
+        self.rank, self.world, self.counter = rank, world, counter
+        self.members = list(range(world))
+        self.payload = parameter_bytes(model, dtype)
+        self.clock = RoundClock()
+
+    def step(self, inp: StepInput, optimizer: torch.optim.Optimizer) -> StepResult:
+        self.clock.begin()
+        optimizer.zero_grad(set_to_none=True)
+        x = torch.cat([b[0] for b in inp.batches])
+        y = torch.cat([b[1] for b in inp.batches])
+        local = x.shape[0]
+        # DDP averages over ranks; scaling by world·local/global makes that the global-batch mean
+        loss = self.loss_fn(self.model, x, y)
+        (loss * (self.world * local / inp.global_samples)).backward()  # the all-reduce overlaps this
+        with Timer(self.clock):
+            optimizer.step()
+        self.counter.ring(self.rank, self.members, self.payload, 2 * (self.world - 1) / self.world)
+        self.clock.steps += 1
+        self.clock.end()
+        return StepResult(float(loss.detach()), inp.global_samples)
+
+    def after_step(self, step: int, *, final: bool = False) -> None:
+        pass
+
+    def averaged(self, step: int) -> bool:
+        return True  # every rank holds the same model after every step
+
+    def close(self) -> None:
+        pass
+
+
+class DeterministicSync:
+    name = "allreduce"
+
+    def __init__(self, model: nn.Module, loss_fn: Callable, rank: int, world: int, counter: ByteCounter,
+                 micro_batches: int) -> None:
+        self.raw = self.model = model
+        self.loss_fn = loss_fn
+        self.rank, self.world, self.counter = rank, world, counter
+        self.members = list(range(world))
+        self.M = micro_batches
+        self.params = [p for p in model.parameters()]
+        self.numel = sum(p.numel() for p in self.params)
+        self.slots = -(-micro_batches // world)  # micro-batches per rank, rounded up
+        self.clock = RoundClock()
+
+    def step(self, inp: StepInput, optimizer: torch.optim.Optimizer) -> StepResult:
+        self.clock.begin()
+        device = self.params[0].device
+        mine = torch.zeros(self.slots, self.numel, device=device)
+        losses = torch.zeros(self.slots, device=device)
+        with Timer(self.clock):
+            for slot, (x, y) in enumerate(inp.batches):
+                optimizer.zero_grad(set_to_none=True)
+                loss = self.loss_fn(self.model, x, y)
+                loss.backward()
+                mine[slot] = torch.cat([p.grad.reshape(-1) for p in self.params])
+                losses[slot] = loss.detach()
+        if self.world > 1:
+            gathered = [torch.empty_like(mine) for _ in range(self.world)]
+            dist.all_gather(gathered, mine)
+            loss_parts = [torch.empty_like(losses) for _ in range(self.world)]
+            dist.all_gather(loss_parts, losses)
+            self.counter.ring(self.rank, self.members, mine.numel() * 4 + losses.numel() * 4, self.world - 1)
+        else:
+            gathered, loss_parts = [mine], [losses]
+        # micro-batch j lives on rank j % world, in slot j // world: add them up in the order j = 0..M-1
+        total = torch.zeros(self.numel, device=device)
+        loss_sum = torch.zeros((), device=device)
+        for j in range(self.M):
+            total += gathered[j % self.world][j // self.world]
+            loss_sum += loss_parts[j % self.world][j // self.world]
+        total /= self.M
+        offset = 0
+        for p in self.params:
+            n = p.numel()
+            p.grad = total[offset:offset + n].view_as(p).clone()
+            offset += n
+        with Timer(self.clock):
+            optimizer.step()
+        self.clock.steps += 1
+        self.clock.end()
+        return StepResult(float(loss_sum / self.M), inp.global_samples)
+
+    def after_step(self, step: int, *, final: bool = False) -> None:
+        pass
+
+    def averaged(self, step: int) -> bool:
+        return True
+
+    def close(self) -> None:
+        pass

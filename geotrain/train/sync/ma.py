@@ -1,0 +1,127 @@
+"""``ma``: model averaging between the regional parameter servers, Cloudless-Training's second
+inter-region strategy. Every region has a parameter server, its leader (the region's lowest rank);
+the region's workers push their gradients to it every step (an all-reduce inside the region), and
+every ``K`` pushes the servers average their models over the WAN, weighted by their regions' shares
+of the global batch, then hand the average to their workers (a broadcast inside the region). A round
+is ``K`` steps.
+
+The average overlaps the next ``K`` steps (**bounded staleness** of one round): at boundary ``k`` a
+server starts averaging its model as of ``k`` (an asynchronous all-reduce among the servers) and goes
+on training; at boundary ``k + 1`` it waits for that average and moves its model by the average's
+difference from its own model as of ``k`` (the region keeps its own progress since). After the run's
+last step the servers average once more, synchronously, so the run ends on one model.
+
+Wire: the servers send their model's change since the last agreed average, in the plan's precision
+(rounding never accumulates into the parameters). Bytes: an all-reduce ring among the servers of
+``W`` per round, the broadcast of ``W`` inside each region, and the in-region all-reduce every step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from geotrain.train.sync.base import (
+    ByteCounter, RoundClock, StepInput, StepResult, Timer, all_reduce_mean, assign, flat_gradients, flat_parameters,
+    parameter_bytes, region_groups, wire_dtype,
+)
+
+
+class ModelAveragingSync:
+    name = "ma"
+
+    def __init__(self, model: nn.Module, loss_fn: Callable, rank: int, world: int, counter: ByteCounter,
+                 regions: Sequence[str], averaging_pushes: int, precision: str = "fp32", *,
+                 micro_batches: int) -> None:
+        self.raw = self.model = model
+        self.loss_fn = loss_fn
+        self.rank, self.world, self.counter = rank, world, counter
+        self.K = averaging_pushes
+        self.dtype = wire_dtype(precision)
+        self.params = [p for p in model.parameters()]
+        self.payload = parameter_bytes(model, self.dtype)
+        self.full_bytes = parameter_bytes(model)
+        self.members_by_region, self.my_members, self.group, self.leaders, self.leader_group = \
+            region_groups(regions, rank, world)
+        self.leader = self.my_members[0]
+        self.weight = sum(len(range(r, micro_batches, world)) for r in self.my_members) / micro_batches
+        self.clock = RoundClock()
+        self.agreed = flat_parameters(self.params)  # the last average every server holds
+        self.pending = None  # (work, buffer, the model as of the boundary it started at)
+        self._averaged_at = -1
+
+    def step(self, inp: StepInput, optimizer: torch.optim.Optimizer) -> StepResult:
+        self.clock.begin()
+        optimizer.zero_grad(set_to_none=True)
+        x = torch.cat([b[0] for b in inp.batches])
+        y = torch.cat([b[1] for b in inp.batches])
+        with Timer(self.clock):
+            loss = self.loss_fn(self.model, x, y)
+            loss.backward()
+        n = len(self.my_members)
+        if n > 1:
+            assign(self.params, all_reduce_mean(flat_gradients(self.params), self.dtype, n, self.group), grad=True)
+            self.counter.ring(self.rank, self.my_members, self.payload, 2 * (n - 1) / n)
+        with Timer(self.clock):
+            optimizer.step()
+        self.clock.steps += 1
+        return StepResult(float(loss.detach()), inp.global_samples)
+
+    def after_step(self, step: int, *, final: bool = False) -> None:
+        if step % self.K and not final:
+            return
+        if self.rank == self.leader and self.leader_group is not None:
+            self._land()
+            self._average(wait=final)
+        self._broadcast_in_region()
+        self._averaged_at = step if final else self._averaged_at
+        self.clock.end()
+
+    def _average(self, *, wait: bool) -> None:
+        """Start (or, with ``wait``, do) the weighted average of the servers' models as of now."""
+        now = flat_parameters(self.params)
+        buffer = ((now - self.agreed) * self.weight).to(self.dtype)
+        work = dist.all_reduce(buffer, group=self.leader_group, async_op=True)
+        R = len(self.leaders)
+        position = self.leaders.index(self.rank)
+        self.counter.to(self.leaders[(position + 1) % R], 2 * (R - 1) / R * self.payload)
+        self.pending = (work, buffer, now)
+        if wait:
+            self._land(exact=True)
+
+    def _land(self, *, exact: bool = False) -> None:
+        """Wait for the average started at the last boundary and move the model by its difference
+        (``exact``: nothing was trained since it started; take the average itself, the same on every server)."""
+        if self.pending is None:
+            return
+        work, buffer, then = self.pending
+        work.wait()
+        self.pending = None
+        average = self.agreed + buffer.to(torch.float32)
+        self.agreed = average
+        assign(self.params, average if exact else flat_parameters(self.params) + (average - then))
+
+    def _broadcast_in_region(self) -> None:
+        n = len(self.my_members)
+        if n < 2:
+            return
+        flat = flat_parameters(self.params)
+        dist.broadcast(flat, src=self.leader, group=self.group)
+        assign(self.params, flat)
+        if self.rank == self.leader:
+            for member in self.my_members[1:]:
+                self.counter.to(member, self.full_bytes / (n - 1))
+
+    def averaged(self, step: int) -> bool:
+        """At a boundary (a region's server model, which a resumed run starts every region from) and at the end."""
+        return step % self.K == 0 or step == self._averaged_at
+
+    def close(self) -> None:
+        if self.pending is not None:
+            try:
+                self.pending[0].wait()
+            except RuntimeError:
+                pass
