@@ -6,11 +6,13 @@ A job spec says what to train, what to optimise and within which limits::
     workload: convnext-large             # required
     objective: min_cost                  # min_cost | max_throughput | min_cost_per_sample | min_cost_by_deadline
                                          #   (default: from what is given, see infer_objective)
-    strategy: hivemind                   # hivemind | allreduce | local-sgd | asgd-ga   (default hivemind)
+    strategy: hivemind                   # hivemind | allreduce | local-sgd | asgd-ga | ma   (default hivemind)
     sync:                                # the strategy's knobs, all optional (defaults: domain.SyncSettings)
       target_batch_size: 32768           #   hivemind: samples per averaging round
       local_steps: 32                    #   local-sgd: steps between averaging rounds
       accumulation_steps: 16             #   asgd-ga: steps per push
+      staleness: 1                       #   asgd-ga: pushes a region may run ahead of the home model
+      averaging_pushes: 16               #   ma: pushes (steps) between averages of the regions' servers
       precision: fp16                    #   fp32 | fp16 | bf16 | int8 on the wire
       micro_batches: 1                   #   micro-batches each node trains per step
     target_samples_per_s: 500            # required by min_cost
@@ -138,7 +140,8 @@ def parse_sync(fields: Fields) -> SyncSettings:
         if strategy is not None and inner is not None and inner != strategy:
             raise section.fail("strategy", f"{inner!r} contradicts strategy: {strategy!r}; give it once")
         strategy = strategy or inner
-        for name in ("target_batch_size", "local_steps", "accumulation_steps", "micro_batches"):
+        for name in ("target_batch_size", "local_steps", "accumulation_steps", "staleness", "averaging_pushes",
+                     "micro_batches"):
             value = section.whole(name, None, minimum=1, maximum=10**9)
             if value is not None:
                 values[name] = value

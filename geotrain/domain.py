@@ -56,6 +56,7 @@ class SyncStrategyName(StrEnum):
     ALLREDUCE = "allreduce"  # synchronous data-parallel all-reduce every step
     LOCAL_SGD = "local-sgd"  # model averaging every H steps, per-region groups
     ASGD_GA = "asgd-ga"  # asynchronous SGD with gradient accumulation between regions
+    MA = "ma"  # model averaging between the regions' parameter servers every K pushes
 
 
 PRECISIONS = ("fp32", "fp16", "bf16", "int8")  # how parameters and gradients travel on the wire
@@ -71,6 +72,8 @@ class SyncSettings:
     - ``target_batch_size``: hivemind — samples all peers train between two averaging rounds;
     - ``local_steps``: local-sgd — steps between two rounds of model averaging (H);
     - ``accumulation_steps``: asgd-ga — steps a region accumulates before it pushes (A);
+    - ``staleness``: asgd-ga — pushes a region may run ahead of the home model it has back (S);
+    - ``averaging_pushes``: ma — pushes (one per step) between two averages of the regional servers (K);
     - ``precision``: bytes per parameter on the wire (one of :data:`PRECISIONS`);
     - ``micro_batches``: micro-batches (of the workload's micro-batch size, per accelerator) each node
       trains per step; the global batch of a step is ``micro_batches`` × nodes × that size.
@@ -80,6 +83,8 @@ class SyncSettings:
     target_batch_size: int = 32768
     local_steps: int = 32
     accumulation_steps: int = 16
+    staleness: int = 1
+    averaging_pushes: int = 16
     precision: str = "fp16"
     micro_batches: int = 1
 
@@ -87,7 +92,8 @@ class SyncSettings:
         object.__setattr__(self, "strategy", SyncStrategyName(self.strategy))
         if self.precision not in PRECISIONS:
             raise ValueError(f"precision {self.precision!r} is not one of {', '.join(PRECISIONS)}")
-        for name in ("target_batch_size", "local_steps", "accumulation_steps", "micro_batches"):
+        for name in ("target_batch_size", "local_steps", "accumulation_steps", "staleness", "averaging_pushes",
+                     "micro_batches"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 10**9:
                 raise ValueError(f"{name} must be a whole number from 1 to 1e9, got {value!r}")
@@ -97,6 +103,7 @@ class SyncSettings:
         knob = {SyncStrategyName.HIVEMIND: f"target batch {self.target_batch_size}",
                 SyncStrategyName.LOCAL_SGD: f"averaging every {self.local_steps} steps",
                 SyncStrategyName.ASGD_GA: f"pushing every {self.accumulation_steps} steps",
+                SyncStrategyName.MA: f"averaging the regions' servers every {self.averaging_pushes} pushes",
                 SyncStrategyName.ALLREDUCE: "all-reduce every step"}[self.strategy]
         return f"{self.strategy.value} ({knob}, {self.precision} on the wire, {self.micro_batches} micro-batch/node/step)"
 

@@ -22,7 +22,7 @@ BATCH_HELP = ("A JSON Lines file, one setup per line in the job spec's words: {\
               "\"strategy\": ..., \"sync\": {\"target_batch_size\": ...}}. Prints one JSON answer per line, in order "
               "(a bad line gets an answer naming its problem; exit 2 if any line failed). The other flags apply to every line.")
 _SETUP_FLAGS = ("--workload", "--nodes", "--strategy", "--precision", "--tbs", "--local-steps", "--accumulation-steps",
-                "--micro-batches")
+                "--staleness", "--averaging-pushes", "--micro-batches")
 
 
 def estimate(
@@ -34,6 +34,8 @@ def estimate(
     target_batch_size: int = typer.Option(None, "--tbs", min=1, help=f"hivemind: samples per averaging round (default {_SYNC.target_batch_size})."),
     local_steps: int = typer.Option(None, "--local-steps", min=1, help=f"local-sgd: steps between averaging (default {_SYNC.local_steps})."),
     accumulation_steps: int = typer.Option(None, "--accumulation-steps", min=1, help=f"asgd-ga: steps per push (default {_SYNC.accumulation_steps})."),
+    staleness: int = typer.Option(None, "--staleness", min=1, help=f"asgd-ga: pushes a region may run ahead of the home model (default {_SYNC.staleness})."),
+    averaging_pushes: int = typer.Option(None, "--averaging-pushes", min=1, help=f"ma: pushes between averages of the regions' servers (default {_SYNC.averaging_pushes})."),
     micro_batches: int = typer.Option(None, "--micro-batches", min=1, help=f"Micro-batches per node and step (default {_SYNC.micro_batches})."),
     provider: str = typer.Option(None, "--provider", help="local: the nodes are processes on this machine."),
     rates: Path = typer.Option(None, "--rates", help="CSV of your own compute rates (workload,accelerator,samples_per_s)."),
@@ -51,7 +53,8 @@ def estimate(
 
     inputs = EstimateInputs(onprem_inventory=onprem, rates_file=rates, links_file=links, workloads_file=workloads,
                             snapshot_id=snapshot_id, provider=provider, egress_file=egress)
-    setup = (workload, nodes, strategy, precision, target_batch_size, local_steps, accumulation_steps, micro_batches)
+    setup = (workload, nodes, strategy, precision, target_batch_size, local_steps, accumulation_steps, staleness,
+             averaging_pushes, micro_batches)
     if batch is not None:
         given = [flag for flag, value in zip(_SETUP_FLAGS, setup, strict=True) if value is not None]
         if given:
@@ -63,7 +66,8 @@ def estimate(
         if value is None:
             raise InputError(f"{flag}: required (or give --batch FILE with one setup per line)")
     sync = sync_settings(strategy=strategy, target_batch_size=target_batch_size, local_steps=local_steps,
-                         accumulation_steps=accumulation_steps, precision=precision, micro_batches=micro_batches)
+                         accumulation_steps=accumulation_steps, staleness=staleness, averaging_pushes=averaging_pushes,
+                         precision=precision, micro_batches=micro_batches)
     result = run_estimate(EstimateRequest(workload=workload, nodes=nodes, sync=sync, inputs=inputs))
     if as_json:
         print_document("estimate", estimate_record(result))

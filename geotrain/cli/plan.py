@@ -55,6 +55,10 @@ def plan(
     local_steps: int = typer.Option(None, "--local-steps", min=1, help=f"local-sgd: steps between averaging (default {_SYNC.local_steps})."),
     accumulation_steps: int = typer.Option(None, "--accumulation-steps", min=1,
                                            help=f"asgd-ga: steps per push (default {_SYNC.accumulation_steps})."),
+    staleness: int = typer.Option(None, "--staleness", min=1,
+                                  help=f"asgd-ga: pushes a region may run ahead of the home model (default {_SYNC.staleness})."),
+    averaging_pushes: int = typer.Option(None, "--averaging-pushes", min=1,
+                                         help=f"ma: pushes between averages of the regions' servers (default {_SYNC.averaging_pushes})."),
     precision: str = typer.Option(None, "--precision", help=f"On the wire: {', '.join(PRECISIONS)} (default {_SYNC.precision})."),
     micro_batches: int = typer.Option(None, "--micro-batches", min=1,
                                       help=f"Micro-batches each node trains per step (default {_SYNC.micro_batches})."),
@@ -87,7 +91,8 @@ def plan(
     }
     sync_flags: dict[str, Any] = {
         "strategy": strategy, "target_batch_size": tbs, "local_steps": local_steps,
-        "accumulation_steps": accumulation_steps, "precision": precision, "micro_batches": micro_batches,
+        "accumulation_steps": accumulation_steps, "staleness": staleness, "averaging_pushes": averaging_pushes,
+        "precision": precision, "micro_batches": micro_batches,
     }
     constraints: dict[str, Any] = {
         "clouds": list(split_values(clouds)) or None, "regions": list(split_values(regions)) or None,

@@ -31,7 +31,7 @@ from geotrain.perf.host import LocalHost, LocalRates, LoopbackNetwork
 from geotrain.perf.network import LinkEstimate, NetworkModel, SitePlacement
 from geotrain.perf.rates import ComputeRate, RateTable
 from geotrain.perf.strategies import (
-    AllReduce, AsgdGA, Bottleneck, Hivemind, HivemindFit, LocalSGD, PeerGroup, Strategy, Topology,
+    AllReduce, AsgdGA, Bottleneck, Hivemind, HivemindFit, LocalSGD, ModelAveraging, PeerGroup, Strategy, Topology,
 )
 from geotrain.perf.workloads import Workload
 
@@ -127,6 +127,8 @@ def make_strategy(sync: SyncSettings, fit: HivemindFit | None = None) -> Strateg
         return AllReduce()
     if name is SyncStrategyName.LOCAL_SGD:
         return LocalSGD(sync.local_steps)
+    if name is SyncStrategyName.MA:
+        return ModelAveraging(sync.averaging_pushes)
     return AsgdGA(sync.accumulation_steps)
 
 

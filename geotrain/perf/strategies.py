@@ -60,10 +60,18 @@ broadcasts it inside its region::
     T_round  = H·max_q T_step_q + max_{q,q'} [v(R)·W·8 / bw(q,q') + (R−1)·rtt(q,q')] + max_q T_bcast(q)
     samples  = H · Σ c_g mb_g
 
+``ma`` (Cloudless-Training's model averaging between the regions' parameter servers): the same
+steps, ring and broadcast with ``K`` pushes (one per step) a round, but the servers' average
+overlaps the next ``K`` steps (it is waited for one round later)::
+
+    T_round  = max(K·max_q T_step_q, max_{q,q'} [v(R)·W·8 / bw(q,q') + (R−1)·rtt(q,q')]) + max_q T_bcast(q)
+    samples  = K · Σ c_g mb_g
+
 ``asgd-ga`` (Cloudless-Training): each region accumulates gradients for ``A`` steps, pushes them to
 the parameter server in the home region (the region with the most compute) and pulls the
 parameters back, asynchronously. Communication overlaps the next accumulation, but a region's
-pushes must fit through its link::
+pushes must fit through its link (one push in flight, ``S`` = 1; a larger staleness bound can only
+be faster)::
 
     T_cycle_q = max(A·T_step_q, 2W·8 / bw(q, home) + rtt(q, home))
     samples/s = Σ_q A · Σ_{g∈q} c_g mb_g / T_cycle_q
@@ -379,53 +387,70 @@ def _region_steps(topo: Topology, payload: float) -> dict[str, tuple[float, dict
     return out
 
 
+def _averaging_cost(topo: Topology, payload: float, H: int, overlapped: bool) -> SyncCost:
+    """local-sgd (``overlapped`` False) and ma (True): H in-region steps, the leaders' ring, a broadcast."""
+    regions = topo.regions()
+    steps = _region_steps(topo, payload)
+    slowest_region = max(steps, key=lambda r: steps[r][0])
+    local = H * steps[slowest_region][0]
+    sent: dict[tuple[int, int], float] = defaultdict(float)
+    for _, region_sent, _ in steps.values():
+        for k, v in region_sent.items():
+            sent[k] += H * v
+    leaders = {region: members[0] for region, members in regions.items()}
+    R = len(leaders)
+    wan, bound = 0.0, steps[slowest_region][2]
+    if R > 1:
+        order = sorted(leaders)
+        hops = [(leaders[order[k]], leaders[order[(k + 1) % R]]) for k in range(R)]
+        pairs = [(leaders[a], leaders[b]) for x, a in enumerate(order) for b in order[x + 1:]]
+        slowest = max(pairs, key=lambda p: ring_pair_s(payload, R, topo.link(*p)))
+        wan = ring_pair_s(payload, R, topo.link(*slowest))
+        for hop in hops:
+            sent[hop] += share(R) * payload
+        bound = Bottleneck("link", wan, slowest, topo.link(*slowest))
+    broadcast = 0.0
+    for region, members in regions.items():
+        leader = leaders[region]
+        for i in members:
+            receivers = topo.groups[i].count - (1 if i == leader else 0)
+            if receivers:
+                broadcast = max(broadcast, seconds(payload, topo.link(leader, i).bandwidth_gbps))
+                sent[(leader, i)] += receivers * payload
+    if overlapped and wan <= local:  # the average hides behind the next K steps
+        bound = steps[slowest_region][2]
+    round_s = (max(local, wan) if overlapped else local + wan) + broadcast
+    samples = H * sum(g.count * g.samples_per_step for g in topo.groups)
+    compute = H * max(max(topo.groups[i].samples_per_step / topo.groups[i].samples_per_s for i in m)
+                      for m in regions.values())
+    per_peer = max(sent.get((i, j), 0.0) for i in range(len(topo.groups)) for j in range(len(topo.groups)))
+    return SyncCost(
+        samples_per_s=samples / round_s, time_per_round_s=round_s, samples_per_round=samples,
+        compute_s=compute, comm_s=round_s - compute, bytes_per_peer_per_round=per_peer,
+        bytes_per_s={k: v / round_s for k, v in sent.items()},
+        bottleneck=bound or Bottleneck("compute", compute),
+        good_samples_per_s=H * sum(g.count * g.samples_per_step * g.goodput for g in topo.groups) / round_s,
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class LocalSGD:
     local_steps: int
     name: SyncStrategyName = SyncStrategyName.LOCAL_SGD
 
     def cost(self, topo: Topology, payload: float, parameters: int, workload: str) -> SyncCost:
-        H = self.local_steps
-        regions = topo.regions()
-        steps = _region_steps(topo, payload)
-        slowest_region = max(steps, key=lambda r: steps[r][0])
-        local = H * steps[slowest_region][0]
-        sent: dict[tuple[int, int], float] = defaultdict(float)
-        for _, region_sent, _ in steps.values():
-            for k, v in region_sent.items():
-                sent[k] += H * v
-        leaders = {region: members[0] for region, members in regions.items()}
-        R = len(leaders)
-        wan, bound = 0.0, steps[slowest_region][2]
-        if R > 1:
-            order = sorted(leaders)
-            hops = [(leaders[order[k]], leaders[order[(k + 1) % R]]) for k in range(R)]
-            pairs = [(leaders[a], leaders[b]) for x, a in enumerate(order) for b in order[x + 1:]]
-            slowest = max(pairs, key=lambda p: ring_pair_s(payload, R, topo.link(*p)))
-            wan = ring_pair_s(payload, R, topo.link(*slowest))
-            for hop in hops:
-                sent[hop] += share(R) * payload
-            bound = Bottleneck("link", wan, slowest, topo.link(*slowest))
-        broadcast = 0.0
-        for region, members in regions.items():
-            leader = leaders[region]
-            for i in members:
-                receivers = topo.groups[i].count - (1 if i == leader else 0)
-                if receivers:
-                    broadcast = max(broadcast, seconds(payload, topo.link(leader, i).bandwidth_gbps))
-                    sent[(leader, i)] += receivers * payload
-        round_s = local + wan + broadcast
-        samples = H * sum(g.count * g.samples_per_step for g in topo.groups)
-        compute = H * max(max(topo.groups[i].samples_per_step / topo.groups[i].samples_per_s for i in m)
-                          for m in regions.values())
-        per_peer = max(sent.get((i, j), 0.0) for i in range(len(topo.groups)) for j in range(len(topo.groups)))
-        return SyncCost(
-            samples_per_s=samples / round_s, time_per_round_s=round_s, samples_per_round=samples,
-            compute_s=compute, comm_s=round_s - compute, bytes_per_peer_per_round=per_peer,
-            bytes_per_s={k: v / round_s for k, v in sent.items()},
-            bottleneck=bound or Bottleneck("compute", compute),
-            good_samples_per_s=H * sum(g.count * g.samples_per_step * g.goodput for g in topo.groups) / round_s,
-        )
+        return _averaging_cost(topo, payload, self.local_steps, overlapped=False)
+
+
+@dataclass(frozen=True, slots=True)
+class ModelAveraging:
+    """ma: the regions' servers average every K pushes (one per step), overlapped with the next K steps."""
+
+    averaging_pushes: int
+    name: SyncStrategyName = SyncStrategyName.MA
+
+    def cost(self, topo: Topology, payload: float, parameters: int, workload: str) -> SyncCost:
+        return _averaging_cost(topo, payload, self.averaging_pushes, overlapped=True)
 
 
 def asgd_push_s(payload: float, link: LinkEstimate) -> float:
@@ -482,4 +507,4 @@ class AsgdGA:
         )
 
 
-Strategy = Hivemind | AllReduce | LocalSGD | AsgdGA
+Strategy = Hivemind | AllReduce | LocalSGD | ModelAveraging | AsgdGA

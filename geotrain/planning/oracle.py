@@ -41,7 +41,7 @@ class PerfOracle:
     fit: HivemindFit
     workload: str
     samples_per_round: float  # the sync settings' knobs (geotrain.domain.SyncSettings)
-    local_steps: int
+    local_steps: int  # local-sgd: H; ma: K
     accumulation_steps: int
     uplinks: dict[str, float] | None = None  # on-prem site -> uplink Gbit/s
 
@@ -91,8 +91,8 @@ class PerfOracle:
         w = self.payload_bytes
         if self.strategy == SyncStrategyName.HIVEMIND:
             return hivemind_pair_s(w, max(k, 2), link)
-        if self.strategy in (SyncStrategyName.ALLREDUCE, SyncStrategyName.LOCAL_SGD):
-            return ring_pair_s(w, max(k, 2), link)  # local-sgd: the ring of k region leaders
+        if self.strategy in (SyncStrategyName.ALLREDUCE, SyncStrategyName.LOCAL_SGD, SyncStrategyName.MA):
+            return ring_pair_s(w, max(k, 2), link)  # local-sgd, ma: the ring of k region leaders
         return asgd_push_s(w, link)
 
     def broadcast_s(self, place: str) -> float:

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from geotrain.domain import (
     BASELINE_WORDS, CLOUD_ONPREM, Baseline, BaselineKind, JobSpec, Location, NodeGroup, Objective, Offer, Plan, PlanItem, PlanTotals, SolverReport,
+    SyncStrategyName,
 )
 from geotrain.errors import InfeasibleError, InputError
 from geotrain.perf.describe import bottleneck_words
@@ -305,7 +306,8 @@ def build_context(job: JobSpec, snapshot: PriceSnapshot, *, inventory: Inventory
         strategy=sync.strategy.value, places=places, network=perf.network, egress=perf.egress,
         payload_bytes=workload.wire_bytes(sync.precision), parameters=workload.parameters,
         fit=bundled_fit(), workload=workload.name, samples_per_round=sync.target_batch_size,
-        local_steps=sync.local_steps, accumulation_steps=sync.accumulation_steps,
+        local_steps=sync.averaging_pushes if sync.strategy is SyncStrategyName.MA else sync.local_steps,
+        accumulation_steps=sync.accumulation_steps,
         uplinks={s.site: s.uplink_gbps for s in inventory.sites} if inventory else None,
     )
     limits = limits_of(job, node_cap)

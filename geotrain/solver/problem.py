@@ -19,7 +19,8 @@ from typing import Protocol
 
 from geotrain.errors import InputError
 
-STRATEGIES = ("hivemind", "allreduce", "local-sgd", "asgd-ga")
+STRATEGIES = ("hivemind", "allreduce", "local-sgd", "ma", "asgd-ga")
+AVERAGING = ("local-sgd", "ma")  # H (or K) in-region steps, then the region leaders' ring
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,13 +80,13 @@ class CommOracle(Protocol):
 
     ``place_s(p, k)``: the term inside place p (hivemind: a node's own egress or a pair inside p;
     the others: a ring over k nodes on p's own link). ``pair_s(a, b, k)``: between places a and b
-    (hivemind and allreduce: k nodes in all; local-sgd: a ring of k region leaders; asgd-ga: one
+    (hivemind and allreduce: k nodes in all; local-sgd and ma: a ring of k region leaders; asgd-ga: one
     push, k unused). ``broadcast_s(p)``: one copy of the parameters over p's own link."""
 
     strategy: str
     samples_per_round: float  # hivemind: the target batch size
     efficiency: float  # hivemind: share of a GPU's rate kept inside the averaging protocol (the workload's)
-    local_steps: int  # local-sgd: H
+    local_steps: int  # local-sgd: H; ma: K (its averaging pushes, one per step)
     accumulation_steps: int  # asgd-ga: A
     payload_bytes: float  # W: one copy of the parameters on the wire
 

@@ -80,7 +80,7 @@ def min_step(problem: Problem) -> float:
 
 
 def local_sgd_round(problem: Problem, x: Sequence[int]) -> float:
-    """H·T_loc + T_wan + B (see the model)."""
+    """H·T_loc + T_wan + B; ma: max(K·T_loc, T_wan) + B (see the model)."""
     oracle = problem.oracle
     h = oracle.local_steps
     regions = used_regions(problem, x)
@@ -99,6 +99,8 @@ def local_sgd_round(problem: Problem, x: Sequence[int]) -> float:
     leaders = [lead[q] for q in regions]
     if len(leaders) >= 2:
         wan = max(oracle.pair_s(a, b, len(leaders)) for a, b in combinations(leaders, 2))
+    if oracle.strategy == "ma":
+        return max(h * local, wan) + broadcast
     return h * local + wan + broadcast
 
 
@@ -204,7 +206,7 @@ def sync_egress_usd_per_hour(problem: Problem, x: Sequence[int], rate: float) ->
         volume = 3600 * rate * share(k) * w / (k * m_max)
         return sum(volume * price(a, b) for a, b in _next_in_ring(list(per)))
     regions = used_regions(problem, x)
-    if oracle.strategy == "local-sgd":
+    if oracle.strategy in ("local-sgd", "ma"):
         # every step the nodes of a region all-reduce (a ring hop of at least W crosses from each of its
         # zones in use to the next); every H steps the leaders do (at least W per hop); all regions step
         # together, at least rate / (k·m_max) steps per second

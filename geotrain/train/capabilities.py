@@ -4,5 +4,5 @@ before anything starts). ``geotrain.train.workloads`` and ``geotrain.train.sync`
 from __future__ import annotations
 
 WORKLOADS = ("tiny-cnn", "tiny-lm")  # built-in workloads (synthetic data, small models, CPU in seconds)
-STRATEGIES = ("allreduce", "local-sgd")  # sync strategies in the runtime (hivemind, asgd-ga: not yet)
+STRATEGIES = ("hivemind", "allreduce", "local-sgd", "asgd-ga", "ma")  # every sync strategy (geotrain.train.sync)
 PRECISIONS = ("fp32", "fp16", "bf16")  # gradients and parameters on the wire (int8: not yet)

@@ -60,7 +60,8 @@ def test_a_plan_file_carries_every_knob_and_what_it_was_made_for(tmp_path):
     plan = _plan(sync)
     data = plan_to_dict(plan)
     assert data["job"]["sync"] == {"strategy": "local-sgd", "target_batch_size": 512, "local_steps": 5,
-                                   "accumulation_steps": 3, "precision": "bf16", "micro_batches": 3}
+                                   "accumulation_steps": 3, "staleness": 1, "averaging_pushes": 16,
+                                   "precision": "bf16", "micro_batches": 3}
     back = plan_from_dict(json.loads(json.dumps(data)), "plan.json")
     assert back.sync == sync and back.provider == "local" and back.recovery_h == plan.recovery_h
     # a plan from the first format still loads, its knobs moved into the job's sync settings

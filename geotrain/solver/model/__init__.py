@@ -59,7 +59,10 @@ in use; then a broadcast ``β_r`` in each region of two or more nodes::
     H·G ≥ t·(H·T_loc + T_wan + B),   T_loc ≥ τ,   T_loc ≥ τ_min + Σ_m u_{r,m}·ρ_r(m),
     T_wan ≥ Σ_R v_R·π_{rr'}(R) − M(2 − Y_r − Y_r'),   B ≥ β_r·Σ_{m≥2} u_{r,m}
 
-(``u_{r,m}``: region r holds m nodes; ``v_R``: R regions in use). Before a region's ``u`` exist, the
+(``u_{r,m}``: region r holds m nodes; ``v_R``: R regions in use).
+*ma* — the same rows with ``K`` for ``H``, but the leaders' average overlaps the next K steps::
+
+    K·G ≥ t·(T_c + B),   T_c ≥ K·T_loc,   T_c ≥ T_wan Before a region's ``u`` exist, the
 linear under-estimates ``ρ_r(2)·(C_r − 1)/(U_r − 1)`` and ``β_r·(C_r − 1)/(U_r − 1)`` stand in, and
 with ``z_r ∈ {0,1}``, ``C_r ≤ 1 + (U_r − 1)·z_r`` (z_r = 1 once r holds two nodes; ρ grows with the
 count): ``T_loc ≥ (τ_min + ρ_r(2))·z_r``, ``B ≥ β_r·z_r``.
@@ -235,7 +238,7 @@ class TargetModel:
         hops: set[tuple[str, str]] = set()
         if strategy == "allreduce":
             hops |= set(ring_hops(places))
-        elif strategy == "local-sgd":
+        elif strategy in ("local-sgd", "ma"):
             for ps in regions.values():
                 hops |= set(ring_hops(ps))
             hops |= set(ring_hops(leads))
@@ -245,7 +248,7 @@ class TargetModel:
         counted = set()
         if strategy == "hivemind" and len(places) > 1:
             counted = set(places)
-        elif strategy == "local-sgd":
+        elif strategy in ("local-sgd", "ma"):
             counted = {tb.lead_of[q] for q in regions if tb.region_cap[q] > 1}
         if counted - lazy.counted:
             lazy.counted |= counted

@@ -108,7 +108,7 @@ class Builder:
         self.row([(node_cost, 1.0)] + [(self.x[i], -units.to_model_usd(c.price_usd_per_hour + c.data_usd_per_hour))
                                        for i, c in enumerate(cands)], 0, 0)
         self.extra_cost: Terms = []
-        {"hivemind": self._hivemind, "allreduce": self._allreduce, "local-sgd": self._local_sgd,
+        {"hivemind": self._hivemind, "allreduce": self._allreduce, "local-sgd": self._local_sgd, "ma": self._local_sgd,
          "asgd-ga": self._asgd}[self.o.strategy]()
         cost: Terms = [(node_cost, 1.0)] + [(e, 1.0) for e in self.E.values()] + self.extra_cost
         if limits.budget_usd_per_hour is not None:
@@ -428,8 +428,15 @@ class Builder:
                 self.row([(T_loc, 1.0), (z, -(tau_min + ring[2]))], lb=0)
                 self.row([(B, 1.0), (z, -beta)], lb=0)
         T_wan = self._wan_term()
-        # H·G − t·H·T_loc − t·T_wan − t·B ≥ 0
-        self.row([(v, H * c) for v, c in self._good_samples()] + [(T_loc, -t * H), (T_wan, -t), (B, -t)], lb=0)
+        if o.strategy == "ma":  # the average overlaps the next K steps: T_c ≥ K·T_loc, T_c ≥ T_wan
+            T_c = s.NumVar(0, self.inf, "T_c")
+            self.row([(T_c, 1.0), (T_loc, -H)], lb=0)
+            self.row([(T_c, 1.0), (T_wan, -1.0)], lb=0)
+            # K·G − t·T_c − t·B ≥ 0
+            self.row([(v, H * c) for v, c in self._good_samples()] + [(T_c, -t), (B, -t)], lb=0)
+        else:
+            # H·G − t·H·T_loc − t·T_wan − t·B ≥ 0
+            self.row([(v, H * c) for v, c in self._good_samples()] + [(T_loc, -t * H), (T_wan, -t), (B, -t)], lb=0)
         m_max = self.p.max_samples_per_step
         per_step = {k: 3600 * t * o.payload_bytes / (k * m_max) for k in tb.ks}
         for r, places in tb.region_places.items():
