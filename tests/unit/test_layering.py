@@ -34,7 +34,7 @@ LAYERS: list[set[str]] = [
     {"perf", "solver", "pricing", "train"},
     {"ledger"},
     {"config", "taskfile"},
-    {"specfile", "files", "procs", "node"},
+    {"specfile", "files", "procs", "node", "wan"},  # wan: emulated links between network namespaces
     {"domain"},
     {"errors"},
 ]
