@@ -43,7 +43,37 @@ def launch_options(*, preempt_rate: float | None = None, preempt_trace: Path | N
                          preemptions=schedule, **given)  # type: ignore[arg-type]
 
 
-def get_provider(name: str, options: LaunchOptions | None = None, inventory: str | None = None) -> Provider:
+MAX_EMULATED_MBIT = 1000.0  # what one delay line forwards well on a small machine (geotrain/wan/delayline.py)
+
+
+def emulated_network(plan: Plan, provider_name: str, on_note: Callable[[str], None] | None = None):  # noqa: ANN201
+    """Namespaces and links for ``launch --emulate-wan``: every link has the perf model's RTT and
+    single-stream bandwidth for the two nodes' planned locations (bandwidth capped at
+    MAX_EMULATED_MBIT). None, with a note saying why, where this machine cannot emulate links."""
+    if parse_names(provider_name) != (LOCAL_PROVIDER,):
+        raise InputError(f"--emulate-wan emulates links between the local provider's nodes; the launch uses "
+                         f"{provider_name}: drop --emulate-wan or launch with --provider local")
+    from geotrain.wan import Link, privileges
+
+    reason = privileges()
+    if reason is not None:
+        if on_note:
+            on_note(f"--emulate-wan: cannot emulate links here ({reason}); the nodes run as plain local processes")
+        return None
+    from geotrain.perf.network import NetworkModel
+    from geotrain.providers.netns import EmulatedNetwork
+
+    network = NetworkModel.bundled()
+
+    def link(a, b) -> Link:  # noqa: ANN001
+        estimate = network.link(a, b)
+        return Link(rtt_ms=estimate.rtt_ms, rate_mbit=min(estimate.bandwidth_gbps * 1000, MAX_EMULATED_MBIT))
+
+    return EmulatedNetwork(link, plan.items[0].offer.location)
+
+
+def get_provider(name: str, options: LaunchOptions | None = None, inventory: str | None = None,
+                 network=None) -> Provider:  # noqa: ANN001
     """A provider by name, or a router over a comma-separated list (see ``geotrain.providers.registry``;
     cloud SDKs load only when asked for), wrapped in the fault injector when the launch's trace holds
     provider faults."""
@@ -51,7 +81,7 @@ def get_provider(name: str, options: LaunchOptions | None = None, inventory: str
     if names == (LOCAL_PROVIDER,):
         from geotrain.providers.local import LocalProvider
 
-        provider: Provider = LocalProvider()
+        provider: Provider = LocalProvider(network=network)
     else:
         provider = make_provider(names, provider_settings(options, inventory))
     faults = options.preemptions.faults if options is not None else ()
@@ -131,9 +161,11 @@ def dry_run(plan: Plan | Path, options: LaunchOptions, *, provider_name: str | N
 
 def launch(plan: Plan | Path, options: LaunchOptions, *, provider_name: str | None = None,
            on_status: Callable[[Status], None] | None = None,
-           on_start: Callable[[str, Training], None] | None = None) -> RunOutcome:
+           on_start: Callable[[str, Training], None] | None = None,
+           emulate_wan: bool = False, on_note: Callable[[str], None] | None = None) -> RunOutcome:
     """Train the plan (or plan file) on the provider (default: the one the plan was made for, else the
-    local one)."""
+    local one). ``emulate_wan``: the local provider's nodes talk over emulated links (``emulated_network``),
+    all of which go when the launch ends, however it ends."""
     plan = _plan(plan)
     resolve_training(plan, options)  # refuse what cannot be trained before any provider is touched
     name = provider_name or plan.provider or LOCAL_PROVIDER
@@ -144,13 +176,18 @@ def launch(plan: Plan | Path, options: LaunchOptions, *, provider_name: str | No
                          "file:///PATH for a file system every node mounts at that path")
     if options.checkpoint_url:
         check_checkpoint_url(options.checkpoint_url)  # and a checkpoint location the workers cannot use
-    provider = get_provider(name, options, plan.job.onprem_inventory)
-    provider.check_credentials()
-    launcher = Launcher(plan, provider, options=options, on_status=on_status)
-    run_id = launcher.start()
-    if on_start:
-        on_start(run_id, launcher.training)
-    return launcher.run()
+    network = emulated_network(plan, name, on_note) if emulate_wan else None
+    try:
+        provider = get_provider(name, options, plan.job.onprem_inventory, network=network)
+        provider.check_credentials()
+        launcher = Launcher(plan, provider, options=options, on_status=on_status)
+        run_id = launcher.start()
+        if on_start:
+            on_start(run_id, launcher.training)
+        return launcher.run()
+    finally:
+        if network is not None:
+            network.close()
 
 
 def resume(run_id: str, *, on_status: Callable[[Status], None] | None = None) -> RunOutcome:

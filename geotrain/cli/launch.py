@@ -1,4 +1,4 @@
-"""``geotrain launch``, ``geotrain status``, ``geotrain stop``."""
+"""``geotrain launch``, ``geotrain status``, ``geotrain stop``, ``geotrain cleanup``."""
 
 from __future__ import annotations
 
@@ -48,6 +48,10 @@ def launch(
                                              "firewall lets reach the node agents."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print what each provider would call (VMs, zones, prices, "
                                                           "the startup script) without calling it."),
+    emulate_wan: bool = typer.Option(False, "--emulate-wan",
+                                     help="Local provider: each node in a network namespace of its own, linked "
+                                          "to the others with the perf model's RTT and bandwidth for their "
+                                          "planned locations (needs root; else plain local nodes)."),
     as_json: bool = typer.Option(False, "--json", help="Print the outcome as JSON (progress goes to stderr)."),
 ) -> None:
     """Boot the plan's nodes, train on them, survive preemptions. After `--`, a user's torchrun-style command."""
@@ -88,7 +92,8 @@ def launch(
             preempt_trace=preempt_trace, preempt_at=preempt_at, notice_s=notice, control_address=control_address,
         )
         outcome = app_launch.launch(plan or plan_path, options, provider_name=provider, on_status=show,
-                                    on_start=partial(_started, err=as_json))
+                                    on_start=partial(_started, err=as_json), emulate_wan=emulate_wan,
+                                    on_note=lambda note: console(err=True).print(note))
     if as_json:
         print_document("launch", _fields(outcome))
     else:
@@ -229,3 +234,11 @@ def stop(run_id: str = typer.Argument(..., help="The run to stop.")) -> None:
     from geotrain.app.stop import stop as stop_run
 
     console().print(stop_run(run_id))
+
+
+def cleanup(everything: bool = typer.Option(False, "--all", help="Also the namespaces of runs whose launcher still runs.")) -> None:
+    """Remove the network namespaces and delay lines that emulated-WAN runs left behind (a crashed launcher)."""
+    from geotrain.app.cleanup import cleanup as remove
+
+    removed = remove(everything=everything)
+    console().print(f"removed {len(removed)}: {', '.join(removed)}" if removed else "nothing to remove")

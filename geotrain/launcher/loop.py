@@ -46,6 +46,7 @@ from geotrain.domain import Objective, Offer, Plan
 from geotrain.errors import GeotrainError, ProviderError, RunError
 from geotrain.files import atomic_write_text, geotrain_home
 from geotrain.launcher.injector import Injector
+from geotrain.launcher.metering import WireMeter
 from geotrain.launcher.options import LaunchOptions, RunOutcome, Status
 from geotrain.launcher.deadline import Deadline
 from geotrain.launcher.provisioning import boot_failed, mend, provision, recover, survivors_of, waiting_s
@@ -179,7 +180,9 @@ class Launcher:
         if threading.current_thread() is threading.main_thread():
             for sig in previous:
                 signal.signal(sig, lambda s, f: self.request_stop("interrupted" if s == signal.SIGINT else "stopped"))
-        self._store = open_store(dist, self.provider.capabilities.shared_host)
+        network = getattr(self.provider, "network", None)
+        self._store = open_store(dist, self.provider.capabilities.shared_host, network)
+        self._wire = WireMeter(self.provider, self.ledger, self.run_id)
         self._dist = dist
         self._store_secret = secrets.token_hex(16)
         injector = Injector(self)
@@ -283,6 +286,7 @@ class Launcher:
 
     def _terminate_all(self, reason: str) -> None:
         self._kill_workers()
+        self._meter()
         for node in self.provider.list(self.run_id):
             if node.state in (NodeState.RUNNING, NodeState.PENDING):
                 self.provider.terminate(node.node_id, reason=reason)
@@ -316,7 +320,8 @@ class Launcher:
             "target_steps": self.options.steps, "checkpoint_url": self.options.checkpoint_url,
             "checkpoint_every": self.options.checkpoint_every,
             "progress_every": self.options.progress_every, "collective_timeout_s": self.options.collective_timeout_s,
-            "store": {"host": store_host(self.provider.capabilities.shared_host, self.options.control_address),
+            "store": {"host": store_host(self.provider.capabilities.shared_host, self.options.control_address,
+                                         getattr(self.provider, "network", None)),
                       "port": self._store.port, "prefix": self._store_secret}, "nodes": table,
             "backend": generation_backend(self.provider, self.options.command, len(members)),
         }
@@ -482,8 +487,15 @@ class Launcher:
 
     # -- status ---------------------------------------------------------------------------------
 
+    def _meter(self) -> None:
+        wire = getattr(self, "_wire", None)
+        if wire is not None:
+            wire.record(self.generation)
+
     def _drain(self) -> None:
-        """Copy into the ledger what the workers on other machines sent through the store."""
+        """Copy into the ledger what the workers on other machines sent through the store, and the
+        bytes the wire counted (emulated links)."""
+        self._meter()
         if not self.provider.capabilities.shared_host and self._store is not None and self.members:
             drain(self._dist.PrefixStore(f"{self._store_secret}/gen{self.generation}/", self._store), self.ledger,
                   range(len(self.members)), self._relayed)

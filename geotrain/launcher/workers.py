@@ -14,16 +14,25 @@ from geotrain.procs import environ_has
 from geotrain.providers.base import Provider
 
 
-def open_store(dist, shared_host: bool):  # noqa: ANN001, ANN201 - torch.distributed is imported by the caller
+def open_store(dist, shared_host: bool, network=None):  # noqa: ANN001, ANN201 - torch.distributed: the caller's
     """The launcher's rendezvous store, listening where the nodes need it and nowhere else: on loopback
-    when every node is a process on this machine. torch's TCPStore has no authentication, so its keys
-    also live under a per-run random prefix that only the run's (private) generation files carry."""
+    when every node is a process on this machine; in the coordinator's namespace when the nodes talk
+    over emulated links (``network``: ``geotrain.providers.netns.EmulatedNetwork``). torch's TCPStore
+    has no authentication, so its keys also live under a per-run random prefix that only the run's
+    (private) generation files carry."""
+    if network is not None:
+        address = network.coordinator().address
+        return network.inside_coordinator(_listening_store, dist, address, address)
+    return _listening_store(dist, "127.0.0.1" if shared_host else "0.0.0.0", "127.0.0.1")
+
+
+def _listening_store(dist, bind: str, connect: str):  # noqa: ANN001, ANN202
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    listener.bind(("127.0.0.1" if shared_host else "0.0.0.0", 0))
+    listener.bind((bind, 0))
     listener.listen(512)
     try:
-        store = dist.TCPStore("127.0.0.1", listener.getsockname()[1], is_master=True, wait_for_workers=False,
+        store = dist.TCPStore(connect, listener.getsockname()[1], is_master=True, wait_for_workers=False,
                               master_listen_fd=listener.fileno())
     except BaseException:
         listener.close()
@@ -73,9 +82,12 @@ def last_words(logs: Path, generation: int, codes: object, lines: int = 3) -> di
     return said
 
 
-def store_host(shared_host: bool, control_address: str | None) -> str:
-    """Where the nodes reach the launcher's rendezvous store: loopback when every node is a process
-    here, else ``--control-address`` or this machine's outbound address."""
+def store_host(shared_host: bool, control_address: str | None, network=None) -> str:  # noqa: ANN001
+    """Where the nodes reach the launcher's rendezvous store: the coordinator's address with emulated
+    links, loopback when every node is a process here, else ``--control-address`` or this machine's
+    outbound address."""
+    if network is not None:
+        return network.coordinator().address
     if shared_host:
         return "127.0.0.1"
     from geotrain.train.worker_env import outbound_address

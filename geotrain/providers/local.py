@@ -32,6 +32,11 @@ process be gone by then, by the next call of any LocalProvider on the same state
 
 Nodes outlive the LocalProvider object and the process that made them, as VMs outlive a launcher:
 :meth:`LocalProvider.close` terminates nothing.
+
+With a ``network`` (``geotrain launch --emulate-wan``: :class:`geotrain.providers.netns.EmulatedNetwork`)
+every node is a network namespace of its own: the agent starts inside it, so everything the node
+runs talks over the emulated links, and ending the node also kills whatever is left in its namespace.
+Such nodes live only as long as the network's owner (the launcher) does.
 """
 
 from __future__ import annotations
@@ -50,7 +55,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from geotrain.domain import Location
 from geotrain.errors import NotFoundError, ProviderError
@@ -89,6 +94,17 @@ class _Paths:
         return self.root / "nodes" / node_id
 
 
+class NodeNetwork(Protocol):
+    """Where the local provider's nodes talk to each other (``geotrain.providers.netns.EmulatedNetwork``)."""
+
+    def attach(self, node_id: str, location: Location) -> object: ...
+    def prefix(self, node_id: str) -> list[str]: ...
+    def env(self, node_id: str) -> dict[str, str]: ...
+    def has(self, node_id: str) -> bool: ...
+    def kill(self, node_id: str) -> None: ...
+    def detach(self, node_id: str) -> None: ...
+
+
 class LocalProvider:
     """Nodes as process groups on this machine. See the module docstring.
 
@@ -98,8 +114,9 @@ class LocalProvider:
     name = LOCAL_PROVIDER
     capabilities = Capabilities(spot=True, notice_s=None, preemption_injection=True, shared_host=True)
 
-    def __init__(self, home: Path | None = None) -> None:
+    def __init__(self, home: Path | None = None, network: NodeNetwork | None = None) -> None:
         self._home = Path(home) if home is not None else None
+        self.network = network
         # Agents this instance started, polled so that they never linger as zombies (a zombie
         # still counts as a member of its process group, and as alive to kill(pid, 0)).
         self._agents: dict[str, subprocess.Popen[bytes]] = {}
@@ -136,8 +153,17 @@ class LocalProvider:
             node_id = _new_node_id(nodes)
             node_dir = paths.node_dir(node_id)
             node_dir.mkdir(parents=True, exist_ok=True)
-            agent = self._spawn_agent(node_dir)
             loc = request.offer.location
+            prefix: list[str] = []
+            if self.network is not None:
+                self.network.attach(node_id, loc)
+                prefix = self.network.prefix(node_id)
+            try:
+                agent = self._spawn_agent(node_dir, prefix)
+            except ProviderError:
+                if self.network is not None:
+                    self.network.detach(node_id)
+                raise
             rec = {
                 "node_id": node_id, "request_id": request.request_id, "run_id": request.run_id,
                 "offer_id": offer_id,
@@ -224,6 +250,8 @@ class LocalProvider:
             raise ProviderError(
                 f"cannot start a command on node {node_id}: it is {rec['state']} ({rec['end_reason']}); "
                 "launch another node", scope=_location(rec).zone_scope)
+        if self.network is not None and self.network.has(node_id):
+            env = {**env, **self.network.env(node_id)}
         try:
             return run_on_node(Path(rec["node_dir"]), rec["pid"], argv, env, Path(log_path), cwd,
                                alive=lambda: self._agent_alive(rec))
@@ -347,14 +375,14 @@ class LocalProvider:
         with self._locked(paths):
             return _get(self._load(paths), node_id)
 
-    def _spawn_agent(self, node_dir: Path) -> subprocess.Popen[bytes]:
+    def _spawn_agent(self, node_dir: Path, prefix: Sequence[str] = ()) -> subprocess.Popen[bytes]:
         env = dict(os.environ)
         # The agent must import geotrain.providers.local_agent wherever the caller runs from.
         env["PYTHONPATH"] = os.pathsep.join(p for p in (_PACKAGE_ROOT, env.get("PYTHONPATH")) if p)
         with open(node_dir / "agent.log", "ab") as log:
             try:
                 return subprocess.Popen(
-                    [sys.executable, "-m", AGENT_MODULE, str(node_dir)], env=env, cwd=node_dir,
+                    [*prefix, sys.executable, "-m", AGENT_MODULE, str(node_dir)], env=env, cwd=node_dir,
                     stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT,
                     start_new_session=True)  # leads its own session and group: the node's
             except OSError as exc:
@@ -399,6 +427,8 @@ class LocalProvider:
         rec["state"] = state.value
         rec["end_reason"] = reason
         rec["ended_at"] = _now().isoformat()
+        if self.network is not None:
+            self.network.detach(rec["node_id"])  # the node's namespace and links go; its bytes stay counted
 
     def _agent_alive(self, rec: dict[str, Any]) -> bool:
         agent = self._agents.get(rec["node_id"])
@@ -435,6 +465,8 @@ class LocalProvider:
         for pid in processes_with("GEOTRAIN_NODE_ID", rec["node_id"]):
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)
+        if self.network is not None:
+            self.network.kill(rec["node_id"])  # and everything else in its namespace
 
     def _wait_gone(self, node_id: str, pgid: int) -> bool:
         deadline = time.monotonic() + KILL_WAIT_S

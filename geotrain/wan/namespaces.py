@@ -180,3 +180,38 @@ def privileges() -> str | None:
         except WanError:
             pass
     return None
+
+
+CLONE_NEWNET = 0x40000000
+
+
+def run_inside(namespace: str, fn, *args):  # noqa: ANN001, ANN201
+    """``fn(*args)`` on a thread that has entered ``namespace``'s network (setns(2)); what it returns.
+
+    Sockets keep the namespace they were made in, so a listener or a client made here serves and
+    connects inside ``namespace`` from any thread afterwards, while this process stays in its own."""
+    import ctypes
+    import threading
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    outcome: dict[str, object] = {}
+
+    def body() -> None:
+        try:
+            fd = os.open(f"/run/netns/{namespace}", os.O_RDONLY)
+            try:
+                if libc.setns(fd, CLONE_NEWNET) != 0:
+                    err = ctypes.get_errno()
+                    raise OSError(err, f"setns into {namespace}: {os.strerror(err)}")
+            finally:
+                os.close(fd)
+            outcome["value"] = fn(*args)
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=body, name=f"in-{namespace}", daemon=True)
+    thread.start()
+    thread.join()
+    if "error" in outcome:
+        raise outcome["error"]  # type: ignore[misc]
+    return outcome.get("value")

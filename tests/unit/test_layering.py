@@ -34,7 +34,8 @@ LAYERS: list[set[str]] = [
     {"perf", "solver", "pricing", "train"},
     {"ledger"},
     {"config", "taskfile"},
-    {"specfile", "files", "procs", "node", "wan"},  # wan: emulated links between network namespaces
+    {"wan"},  # emulated links between network namespaces
+    {"specfile", "files", "procs", "node"},
     {"domain"},
     {"errors"},
 ]

@@ -347,3 +347,25 @@ def test_cleanup_removes_dead_owners_leftovers_only(wan: EmulatedWan, state_dir:
     finally:
         for namespace in made:
             namespaces.delete(namespace)
+
+
+def test_geotrain_cleanup_removes_a_crashed_runs_namespaces(monkeypatch, tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from geotrain.cli import app
+
+    monkeypatch.setenv("GEOTRAIN_HOME", str(tmp_path / "home"))
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    tag = namespaces.new_tag()
+    namespace = namespaces.namespace_name(tag, "n0")
+    namespaces.create(namespace)
+    try:
+        state.write(state.default_state_dir(), state.RunRecord(tag, state.ProcessId(gone.pid, 0), None, (namespace,)))
+        result = CliRunner().invoke(app, ["cleanup"])
+        assert result.exit_code == 0, result.output
+        assert namespace in result.output and not namespaces.exists(namespace)
+        again = CliRunner().invoke(app, ["cleanup"])
+        assert again.exit_code == 0 and "nothing to remove" in again.output
+    finally:
+        namespaces.delete(namespace)
