@@ -11,6 +11,7 @@ the run down when its pipe closes) or with ``geotrain cleanup``.
 
 from __future__ import annotations
 
+import subprocess
 import threading
 from collections.abc import Callable
 
@@ -41,8 +42,13 @@ class EmulatedNetwork:
             where = dict(self._where)
             self._where[name] = location
         try:
-            return self._wan.add(name, lambda other: self._link(location, where[other]),
-                                 lambda other: self._link(where[other], location))
+            endpoint = self._wan.add(name, lambda other: self._link(location, where[other]),
+                                     lambda other: self._link(where[other], location))
+            # a training connection stays busy; a window that collapses after every idle pause (Linux's
+            # default) would cost a few round trips per sync, which the perf model does not count
+            subprocess.run([*self._wan.exec_prefix(name), "sysctl", "-qw", "net.ipv4.tcp_slow_start_after_idle=0"],
+                           check=True, capture_output=True, timeout=30)
+            return endpoint
         except BaseException:
             with self._lock:
                 self._where.pop(name, None)

@@ -17,6 +17,7 @@ of pieces of ``b`` bytes sends ``(n−1)·b`` to the successor.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 
 import torch
@@ -44,6 +45,10 @@ def _compressed_all_reduce_hook(dtype: torch.dtype):  # noqa: ANN202
     return hook
 
 
+def _untimed() -> contextlib.AbstractContextManager:
+    return contextlib.nullcontext()
+
+
 class DDPSync:
     name = "allreduce"
 
@@ -67,8 +72,9 @@ class DDPSync:
         y = torch.cat([b[1] for b in inp.batches])
         local = x.shape[0]
         # DDP averages over ranks; scaling by world·local/global makes that the global-batch mean
-        loss = self.loss_fn(self.model, x, y)
-        (loss * (self.world * local / inp.global_samples)).backward()  # the all-reduce overlaps this
+        with Timer(self.clock) if self.world == 1 else _untimed():  # with peers the all-reduce overlaps the backward
+            loss = self.loss_fn(self.model, x, y)
+            (loss * (self.world * local / inp.global_samples)).backward()
         with Timer(self.clock):
             optimizer.step()
         self.counter.ring(self.rank, self.members, self.payload, 2 * (self.world - 1) / self.world)

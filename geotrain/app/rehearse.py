@@ -1,0 +1,257 @@
+"""``geotrain rehearse``: run a plan's topology on this machine over emulated links and put what was
+measured next to what the perf model predicts for the same topology.
+
+A rehearsal keeps the plan's locations (one node each, at most ``MAX_NODES``, every region kept), its
+sync strategy and knobs, and trains the built-in ``tiny-lm`` with the real runtime
+(``geotrain.train.runtime``), one worker per network namespace, the links between them the perf
+model's RTT and single-stream bandwidth for their locations (``geotrain.wan``; bandwidth capped at
+what the delay line forwards). Two phases:
+
+1. **compute**: every node trains alone, all at once (the same CPU contention as the rehearsal), which
+   gives each node's samples/s on this machine;
+2. **the strategy**: the nodes train together; rounds, their seconds, samples/s, the wire's bytes per
+   link and the loss come from the run's own ledger and the kernel's counters.
+
+The prediction is the perf model (:mod:`geotrain.perf.strategies`) for the same nodes at the measured
+compute rates, the emulated links and the workload's payload. For hivemind it uses the runtime's own
+fit (``RUNTIME_FIT``: no overhead beyond the transfer; the planner's fit describes the Hivemind
+library, which costs more per round).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from geotrain.domain import Location, Plan, SyncSettings, SyncStrategyName, link_class
+from geotrain.errors import InputError
+from geotrain.ledger import EventKind, Ledger
+
+MAX_NODES = 4  # worker processes a 2-core machine holds while the delay line forwards
+WORKLOAD = "tiny-lm"
+MICRO_PER_NODE = 2
+RUNTIME_FIT_NAME = "geotrain runtime (no overhead beyond the transfer)"
+
+
+@dataclass(frozen=True, slots=True)
+class LinkFigure:
+    src: int
+    dst: int
+    link_class: str
+    rtt_ms: float
+    rate_mbit: float
+    bytes_per_s: float  # measured on the wire (tc counters), over the time rank 0 spent in rounds
+    predicted_bytes_per_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class Rehearsal:
+    strategy: str
+    nodes: tuple[Location, ...]
+    compute_samples_per_s: tuple[float, ...]  # each node alone, measured
+    samples_per_s: float
+    predicted_samples_per_s: float
+    round_s: float
+    predicted_round_s: float
+    rounds: int
+    loss: float | None
+    links: tuple[LinkFigure, ...]
+    wall_s: float
+
+    @property
+    def error(self) -> float:
+        """Measured round time over predicted, minus one."""
+        return self.round_s / self.predicted_round_s - 1 if self.predicted_round_s > 0 else float("nan")
+
+
+def runtime_fit():  # noqa: ANN201
+    """The hivemind fit of geotrain's own runtime: every term of the round but the transfer is zero."""
+    from geotrain.perf.strategies import HivemindFit
+
+    return HivemindFit(efficiency={}, default_efficiency=1.0, round_floor_s=0.0, per_peer_s=0.0, per_gparam_s=0.0)
+
+
+def scaled_nodes(plan: Plan, limit: int = MAX_NODES) -> list[Location]:
+    """The plan's node locations, one per node, at most ``limit``: every region keeps one, the rest
+    go round-robin over the regions in the plan's order."""
+    by_region: dict[str, list[Location]] = {}
+    for item in plan.items:
+        by_region.setdefault(item.offer.location.region_scope, []).extend([item.offer.location] * item.count)
+    if len(by_region) > limit:
+        raise InputError(f"the plan spans {len(by_region)} regions; a rehearsal on this machine holds at most "
+                         f"{limit} nodes, one per region at least")
+    out: list[Location] = []
+    queues = [list(v) for v in by_region.values()]
+    while len(out) < limit and any(queues):
+        for q in queues:
+            if q and len(out) < limit:
+                out.append(q.pop(0))
+    return out
+
+
+def _config(run_id: str, locations: Sequence[Location], sync: SyncSettings, steps: int, store: dict,
+            checkpoints: Path) -> dict:
+    from geotrain.config import sync_to_mapping
+
+    world = len(locations)
+    nodes = [{"node_id": f"r{r}", "rank": r, "region": loc.region_scope, "region_name": loc.region, "zone": loc.zone,
+              "cloud": loc.cloud, "continent": loc.continent.value} for r, loc in enumerate(locations)]
+    return {"run_id": run_id, "generation": 1, "workload": WORKLOAD, "sync": sync_to_mapping(sync),
+            "deterministic": False, "micro_batches": MICRO_PER_NODE * world, "lr": 0.5, "momentum": 0.9, "seed": 0,
+            "target_steps": steps, "checkpoint_url": str(checkpoints), "checkpoint_every": 10**9,
+            "progress_every": max(1, steps // 5), "collective_timeout_s": 120, "store": store, "nodes": nodes,
+            "backend": "gloo"}
+
+
+def _run_workers(network, names: Sequence[str], configs: Sequence[Path], worlds: Sequence[tuple[int, int]],
+                 home: Path, timeout_s: float) -> float:  # noqa: ANN001
+    """Start one runtime worker per name in its namespace; wait for all; the wall seconds."""
+    procs = []
+    started = time.perf_counter()
+    try:
+        for name, config, (rank, world) in zip(names, configs, worlds, strict=True):
+            env = {**os.environ, "RANK": str(rank), "WORLD_SIZE": str(world), "LOCAL_RANK": "0",
+                   "GEOTRAIN_NODE_ID": name, "GEOTRAIN_HOME": str(home), "OMP_NUM_THREADS": "1",
+                   **network.env(name)}
+            log = open(home / f"{config.stem}-{name}.log", "wb")  # noqa: SIM115 - closed with the process
+            procs.append((subprocess.Popen([*network.prefix(name), sys.executable, "-m", "geotrain.train.runtime",
+                                            str(config)], env=env, stdout=log, stderr=subprocess.STDOUT), log))
+        deadline = time.monotonic() + timeout_s
+        for proc, _ in procs:
+            left = deadline - time.monotonic()
+            try:
+                code = proc.wait(timeout=max(left, 0.1))
+            except subprocess.TimeoutExpired:
+                raise InputError(f"the rehearsal did not finish within {timeout_s:.0f} s; give fewer --steps or "
+                                 f"more --minutes (logs: {home})") from None
+            if code != 0:
+                raise InputError(f"a rehearsal worker exited {code}; its log: {home}")
+        return time.perf_counter() - started
+    finally:
+        for proc, log in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            log.close()
+
+
+def _rates(ledger: Ledger, run_id: str, samples_per_step: int) -> dict[str, float]:
+    """Each node's compute samples/s: its steps' samples over the compute seconds its clock counted."""
+    steps: dict[str, float] = {}
+    compute: dict[str, float] = {}
+    for e in ledger.events(run_id, kinds=(EventKind.SYNC_ROUNDS,)):
+        steps[e.node_id] = steps.get(e.node_id, 0) + e.detail["steps"]
+        compute[e.node_id] = compute.get(e.node_id, 0) + e.detail["compute_s"]
+    return {n: steps[n] * samples_per_step / compute[n] for n in steps if compute[n] > 0}
+
+
+def rehearse_topology(locations: Sequence[Location], link: Callable[[Location, Location], object], sync: SyncSettings,
+                      *, steps: int = 40, timeout_s: float = 600.0) -> Rehearsal:
+    """Measure ``sync`` on ``locations`` over emulated links (``link(a, b)`` → ``geotrain.wan.Link``)
+    and predict the same with the perf model. Needs the privileges of ``geotrain.wan.privileges``."""
+    import torch.distributed as dist
+
+    from geotrain.launcher.workers import open_store
+    from geotrain.providers.netns import EmulatedNetwork
+    from geotrain.wan import privileges
+
+    reason = privileges()
+    if reason is not None:
+        raise InputError(f"a rehearsal needs emulated links, which this machine cannot make: {reason}")
+    from geotrain.train.workloads import WORKLOADS
+
+    m = WORKLOADS[WORKLOAD].samples_per_step
+    world = len(locations)
+    names = [f"r{r}" for r in range(world)]
+    with tempfile.TemporaryDirectory(prefix="geotrain-rehearsal-") as tmp:
+        home = Path(tmp)
+        network = EmulatedNetwork(link, locations[0])
+        try:
+            for name, loc in zip(names, locations, strict=True):
+                network.attach(name, loc)
+            store = open_store(dist, True, network)
+            secret = secrets.token_hex(8)
+            where = {"host": network.coordinator().address, "port": store.port}
+            # 1. compute: every node alone, all at once
+            solo_steps = max(8, steps // 4)
+            solo = []
+            for r, name in enumerate(names):
+                config = _config(f"solo-{secret}", [locations[r]], replace(sync, strategy=SyncStrategyName.ALLREDUCE),
+                                 solo_steps, {**where, "prefix": f"{secret}/solo{r}"}, home / f"ck-solo{r}")
+                config["micro_batches"] = MICRO_PER_NODE
+                path = home / f"solo{r}.json"
+                path.write_text(json.dumps(config))
+                solo.append(path)
+            _run_workers(network, names, solo, [(0, 1)] * world, home, timeout_s)
+            ledger = Ledger(home / "ledger.sqlite")
+            rates = _rates(ledger, f"solo-{secret}", MICRO_PER_NODE * m)
+            # 2. the strategy
+            run_id = f"rehearsal-{secret}"
+            config = _config(run_id, locations, sync, steps, {**where, "prefix": f"{secret}/run"}, home / "ck")
+            path = home / "run.json"
+            path.write_text(json.dumps(config))
+            before = network.wire_bytes()
+            wall = _run_workers(network, names, [path] * world, [(r, world) for r in range(world)], home, timeout_s)
+            sent = {k: v - before.get(k, 0) for k, v in network.wire_bytes().items()}
+        finally:
+            network.close()
+        return _figures(ledger, run_id, locations, link, sync, [rates.get(n, 0.0) for n in names], sent, wall)
+
+
+def _figures(ledger: Ledger, run_id: str, locations: Sequence[Location], link, sync: SyncSettings,  # noqa: ANN001
+             rates: list[float], sent: dict[tuple[str, str], int], wall: float) -> Rehearsal:
+    import torch
+
+    from geotrain.perf.model import make_strategy
+    from geotrain.perf.network import LinkEstimate
+    from geotrain.perf.strategies import PeerGroup, Topology
+    from geotrain.train.sync import parameter_bytes, wire_dtype
+    from geotrain.train.workloads import WORKLOADS
+
+    workload = WORKLOADS[WORKLOAD]
+    m = workload.samples_per_step
+    world = len(locations)
+    rows = ledger.progress_rows(run_id)
+    # samples/s while training: from the first progress report to the last (start-up left out)
+    if len(rows) >= 2 and rows[-1].at > rows[0].at:
+        measured = (rows[-1].samples - rows[0].samples) / (rows[-1].at - rows[0].at)
+    else:
+        measured = rows[-1].samples / wall if rows else 0.0
+    rounds = [e for e in ledger.events(run_id, kinds=(EventKind.SYNC_ROUNDS,)) if e.detail.get("rank") == 0]
+    count = sum(e.detail["rounds"] for e in rounds)
+    round_s = sum(e.detail["round_s"] for e in rounds) / count if count else float("nan")
+
+    def estimate(a: Location, b: Location) -> LinkEstimate:
+        figure = link(a, b)
+        return LinkEstimate(bandwidth_gbps=figure.rate_mbit / 1000, rtt_ms=figure.rtt_ms, link_class=link_class(a, b),
+                            bandwidth_measured=False, rtt_measured=False, source="emulated")
+
+    torch.manual_seed(0)
+    model = workload.build_model()
+    payload = parameter_bytes(model, wire_dtype(sync.precision))
+    parameters = sum(p.numel() for p in model.parameters())
+    per_rank = [len(range(r, MICRO_PER_NODE * world, world)) * m for r in range(world)]
+    groups = [PeerGroup(loc, 1, max(rate, 1e-9), per_rank[r]) for r, (loc, rate) in enumerate(zip(locations, rates,
+                                                                                                   strict=True))]
+    topo = Topology(groups, estimate, lambda site: None)
+    cost = make_strategy(sync, runtime_fit()).cost(topo, payload, parameters, WORKLOAD)
+    training_s = sum(e.detail["round_s"] for e in rounds) or wall  # rank 0's rounds: the time it trained
+    links = []
+    for i in range(world):
+        for j in range(world):
+            if i == j:
+                continue
+            figure = link(locations[i], locations[j])
+            links.append(LinkFigure(i, j, link_class(locations[i], locations[j]).value, figure.rtt_ms, figure.rate_mbit,
+                                    sent.get((f"r{i}", f"r{j}"), 0) / training_s, cost.bytes_per_s.get((i, j), 0.0)))
+    loss = rows[-1].loss if rows else None
+    return Rehearsal(sync.strategy.value, tuple(locations), tuple(rates), measured, cost.samples_per_s, round_s,
+                     cost.time_per_round_s, count, loss, tuple(links), wall)
