@@ -255,3 +255,68 @@ def _figures(ledger: Ledger, run_id: str, locations: Sequence[Location], link, s
     loss = rows[-1].loss if rows else None
     return Rehearsal(sync.strategy.value, tuple(locations), tuple(rates), measured, cost.samples_per_s, round_s,
                      cost.time_per_round_s, count, loss, tuple(links), wall)
+
+
+STRATEGIES = tuple(s.value for s in SyncStrategyName)
+
+
+@dataclass(frozen=True, slots=True)
+class RehearsalReport:
+    plan_strategy: str
+    rehearsals: tuple[Rehearsal, ...]
+    egress_usd_per_hour: dict[str, float]  # strategy -> projected, at the measured bytes per link
+    suggestion: str | None  # another strategy that measured better, in words
+
+
+def _link_of_model():  # noqa: ANN202
+    from geotrain.app.launch import MAX_EMULATED_MBIT
+    from geotrain.perf.network import NetworkModel
+    from geotrain.wan import Link
+
+    network = NetworkModel.bundled()
+
+    def link(a: Location, b: Location) -> Link:
+        estimate = network.link(a, b)
+        return Link(rtt_ms=estimate.rtt_ms, rate_mbit=min(estimate.bandwidth_gbps * 1000, MAX_EMULATED_MBIT))
+
+    return link
+
+
+def rehearse_plan(plan: Plan | Path, *, minutes: float = 2.0, strategies: Sequence[str] | None = None,
+                  on_done: Callable[[Rehearsal], None] | None = None) -> RehearsalReport:
+    """The plan's topology (``scaled_nodes``) with the plan's strategy and, within ``minutes`` in all,
+    the other strategies (``strategies``: which; default all), each measured and predicted."""
+    from geotrain.planning.planfile import load_plan
+    from geotrain.pricing.egress import EgressPrices
+
+    if not isinstance(plan, Plan):
+        plan = load_plan(plan)
+    wanted = list(strategies) if strategies else [plan.sync.strategy.value] + \
+        [s for s in STRATEGIES if s != plan.sync.strategy.value]
+    for s in wanted:
+        if s not in STRATEGIES:
+            raise InputError(f"--strategies: {s!r} is not one of {', '.join(STRATEGIES)}")
+    nodes = scaled_nodes(plan)
+    link = _link_of_model()
+    egress = EgressPrices.bundled()
+    deadline = time.monotonic() + minutes * 60
+    done: list[Rehearsal] = []
+    for s in wanted:
+        left = deadline - time.monotonic()
+        if done and left < 20:
+            break
+        got = rehearse_topology(nodes, link, replace(plan.sync, strategy=SyncStrategyName(s)), steps=24,
+                                timeout_s=max(left, 60.0))
+        done.append(got)
+        if on_done:
+            on_done(got)
+    usd = {r.strategy: sum(f.bytes_per_s * 3600 / 1e9 * egress.usd_per_gb(nodes[f.src], nodes[f.dst])
+                           for f in r.links) for r in done}
+    mine = done[0]
+    better = [r for r in done[1:] if r.samples_per_s > 1.1 * mine.samples_per_s]
+    suggestion = None
+    if better:
+        best = max(better, key=lambda r: r.samples_per_s)
+        suggestion = (f"{best.strategy} trained {best.samples_per_s / mine.samples_per_s:.1f}x the samples/s of "
+                      f"{mine.strategy} on this topology: re-plan with --strategy {best.strategy}")
+    return RehearsalReport(plan.sync.strategy.value, tuple(done), usd, suggestion)

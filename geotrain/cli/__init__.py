@@ -99,6 +99,7 @@ from geotrain.cli import nodes as _nodes  # noqa: E402
 from geotrain.cli import plan as _plan  # noqa: E402
 from geotrain.cli import profile as _profile  # noqa: E402
 from geotrain.cli import report as _report  # noqa: E402
+from geotrain.cli import rehearse as _rehearse  # noqa: E402
 from geotrain.cli import simulate as _simulate  # noqa: E402
 
 app.add_typer(_catalog.app, name="catalog")
@@ -110,6 +111,7 @@ app.command("stop")(_launch.stop)
 app.command("cleanup")(_launch.cleanup)
 app.command("cost-report")(_report.cost_report)
 app.command("simulate")(_simulate.simulate)
+app.command("rehearse")(_rehearse.rehearse)
 app.command("logs")(_nodes.logs)
 app.command("exec", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})(_nodes.exec_command)
 app.command("ssh", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})(_nodes.ssh)

@@ -1,0 +1,68 @@
+"""Sync strategies over emulated links (network namespaces, delay line, htb): measured against the
+perf model, per topology and strategy. Needs root.
+
+    .venv/bin/python bench/wan.py [--steps 24] [--only "two regions"]
+
+Topologies: one zone (2 nodes); two regions at 100 ms RTT, 200 Mbit/s (2 nodes); three continents at
+100–300 ms with 50–200 Mbit/s (3 nodes). Per strategy: measured and predicted samples/s and round
+time, the model's error on the round, bytes/s per cross-region link (wire vs model), and the held-out
+loss reached (tiny-lm, the same steps). The model: geotrain.perf.strategies for these nodes at their
+measured compute rates and the emulated links (hivemind: the runtime's own fit)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+from geotrain.app.rehearse import STRATEGIES, rehearse_topology
+from geotrain.domain import Continent, Location, SyncSettings
+from geotrain.wan import Link, privileges
+
+US = Location("aws", "us-east-1", "use1-az1", Continent.NORTH_AMERICA)
+US_B = Location("aws", "us-east-1", "use1-az1", Continent.NORTH_AMERICA)
+EU = Location("aws", "eu-west-1", "euw1-az1", Continent.EUROPE)
+ASIA = Location("aws", "ap-southeast-1", "apse1-az1", Continent.ASIA)
+PAIRS = {frozenset(("us-east-1", "eu-west-1")): Link(100, 200), frozenset(("us-east-1", "ap-southeast-1")): Link(230, 100),
+         frozenset(("eu-west-1", "ap-southeast-1")): Link(300, 50)}
+
+
+def link(a: Location, b: Location) -> Link:
+    if a.region == b.region:
+        return Link(rtt_ms=0.2, rate_mbit=1000)
+    return PAIRS[frozenset((a.region, b.region))]
+
+
+TOPOLOGIES = {"one zone": [US, US_B], "two regions, 100 ms": [US, EU], "three continents, 100-300 ms": [US, EU, ASIA]}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--steps", type=int, default=24)
+    parser.add_argument("--only", default="", help="topologies whose names contain one of these ('|'-separated)")
+    args = parser.parse_args()
+    reason = privileges()
+    if reason is not None:
+        print(f"bench/wan.py needs emulated links: {reason}")
+        return 2
+    for name, nodes in TOPOLOGIES.items():
+        if args.only and not any(part in name for part in args.only.split("|")):
+            continue
+        print(f"\n== {name} ({len(nodes)} nodes) ==")
+        print(f"{'strategy':10} {'samples/s':>10} {'model':>8} {'round s':>8} {'model':>7} {'error':>7} "
+              f"{'loss':>6}  cross-region kB/s wire (model)")
+        for strategy in STRATEGIES:
+            t0 = time.perf_counter()
+            sync = SyncSettings(strategy=strategy, local_steps=4, averaging_pushes=4, accumulation_steps=4,
+                                target_batch_size=256)
+            r = rehearse_topology(nodes, link, sync, steps=args.steps)
+            cross = ", ".join(f"{f.src}→{f.dst} {f.bytes_per_s / 1e3:,.0f} ({f.predicted_bytes_per_s / 1e3:,.0f})"
+                              for f in r.links if f.link_class != "same_zone")
+            print(f"{strategy:10} {r.samples_per_s:10,.0f} {r.predicted_samples_per_s:8,.0f} {r.round_s:8.3f} "
+                  f"{r.predicted_round_s:7.3f} {r.error:+7.0%} {r.loss:6.3f}  {cross or '-'}   "
+                  f"[{time.perf_counter() - t0:.0f} s]", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

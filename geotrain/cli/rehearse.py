@@ -1,0 +1,40 @@
+"""``geotrain rehearse``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from geotrain.cli.render import console, finite
+
+
+def rehearse(
+    plan_path: Path = typer.Argument(..., help="The plan file (geotrain plan ... -o plan.json)."),
+    minutes: float = typer.Option(2.0, "--minutes", callback=finite(0.1, 600), help="Minutes the rehearsal may take in all."),
+    strategies: str = typer.Option(None, "--strategies", help="Which strategies to measure, e.g. ma,asgd-ga "
+                                                              "(default: the plan's, then the others while time is left)."),
+) -> None:
+    """Run the plan's topology on this machine over emulated links; measured vs predicted, per strategy."""
+    from rich.table import Table
+
+    from geotrain.app.rehearse import rehearse_plan
+
+    plan = plan_path
+    out = console()
+    out.print(f"rehearsing {plan_path} on this machine: tiny-lm stand-in, the plan's locations over emulated links")
+    report = rehearse_plan(plan, minutes=minutes, strategies=[s.strip() for s in strategies.split(",")] if strategies
+                           else None, on_done=lambda r: out.print(f"  {r.strategy}: {r.samples_per_s:,.0f} samples/s, "
+                                                                  f"{r.round_s:.3f} s a round"))
+    table = Table("strategy", "samples/s", "model", "round s", "model", "error", "bytes/s per link", "egress $/h", "loss")
+    for r in report.rehearsals:
+        links = ", ".join(f"{f.src}→{f.dst} {f.bytes_per_s / 1e3:,.0f} kB/s ({f.rtt_ms:.0f} ms, {f.rate_mbit:.0f} Mbit/s)"
+                          for f in r.links if f.bytes_per_s >= 1e3)
+        table.add_row(r.strategy, f"{r.samples_per_s:,.0f}", f"{r.predicted_samples_per_s:,.0f}", f"{r.round_s:.3f}",
+                      f"{r.predicted_round_s:.3f}", f"{r.error:+.0%}", links,
+                      f"${report.egress_usd_per_hour[r.strategy]:.4f}", f"{r.loss:.3f}" if r.loss is not None else "-")
+    out.print(table)
+    out.print("the model: the perf model for these nodes at their measured compute rates and the emulated links "
+              "(hivemind: the runtime's own fit); egress $/h at the measured bytes and the clouds' rates")
+    if report.suggestion:
+        out.print(f"suggestion: {report.suggestion}")
