@@ -53,15 +53,23 @@ def emulated_network(plan: Plan, provider_name: str, on_note: Callable[[str], No
     if parse_names(provider_name) != (LOCAL_PROVIDER,):
         raise InputError(f"--emulate-wan emulates links between the local provider's nodes; the launch uses "
                          f"{provider_name}: drop --emulate-wan or launch with --provider local")
-    from geotrain.wan import Link, privileges
+    from geotrain.wan import privileges
 
     reason = privileges()
     if reason is not None:
         if on_note:
             on_note(f"--emulate-wan: cannot emulate links here ({reason}); the nodes run as plain local processes")
         return None
-    from geotrain.perf.network import NetworkModel
     from geotrain.providers.netns import EmulatedNetwork
+
+    return EmulatedNetwork(model_links(), plan.items[0].offer.location)
+
+
+def model_links():  # noqa: ANN201
+    """``link(a, b)`` → ``geotrain.wan.Link``: the perf model's RTT and single-stream bandwidth between two
+    locations, the bandwidth capped at MAX_EMULATED_MBIT."""
+    from geotrain.perf.network import NetworkModel
+    from geotrain.wan import Link
 
     network = NetworkModel.bundled()
 
@@ -69,7 +77,7 @@ def emulated_network(plan: Plan, provider_name: str, on_note: Callable[[str], No
         estimate = network.link(a, b)
         return Link(rtt_ms=estimate.rtt_ms, rate_mbit=min(estimate.bandwidth_gbps * 1000, MAX_EMULATED_MBIT))
 
-    return EmulatedNetwork(link, plan.items[0].offer.location)
+    return link
 
 
 def get_provider(name: str, options: LaunchOptions | None = None, inventory: str | None = None,

@@ -268,20 +268,6 @@ class RehearsalReport:
     suggestion: str | None  # another strategy that measured better, in words
 
 
-def _link_of_model():  # noqa: ANN202
-    from geotrain.app.launch import MAX_EMULATED_MBIT
-    from geotrain.perf.network import NetworkModel
-    from geotrain.wan import Link
-
-    network = NetworkModel.bundled()
-
-    def link(a: Location, b: Location) -> Link:
-        estimate = network.link(a, b)
-        return Link(rtt_ms=estimate.rtt_ms, rate_mbit=min(estimate.bandwidth_gbps * 1000, MAX_EMULATED_MBIT))
-
-    return link
-
-
 def rehearse_plan(plan: Plan | Path, *, minutes: float = 2.0, strategies: Sequence[str] | None = None,
                   on_done: Callable[[Rehearsal], None] | None = None) -> RehearsalReport:
     """The plan's topology (``scaled_nodes``) with the plan's strategy and, within ``minutes`` in all,
@@ -297,7 +283,9 @@ def rehearse_plan(plan: Plan | Path, *, minutes: float = 2.0, strategies: Sequen
         if s not in STRATEGIES:
             raise InputError(f"--strategies: {s!r} is not one of {', '.join(STRATEGIES)}")
     nodes = scaled_nodes(plan)
-    link = _link_of_model()
+    from geotrain.app.launch import model_links
+
+    link = model_links()
     egress = EgressPrices.bundled()
     deadline = time.monotonic() + minutes * 60
     done: list[Rehearsal] = []

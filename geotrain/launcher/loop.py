@@ -65,6 +65,7 @@ if TYPE_CHECKING:
     from geotrain.pricing.snapshot import PriceSnapshot
 
 PEER_LOST = 75
+METER_EVERY_S = 10.0  # how often the wire's byte counters (emulated links) reach the ledger
 LOSS_SETTLE_S = 5.0  # how long a worker failure waits for the provider to record a lost node (loaded machines)
 COST_REFRESH_S = 0.5  # how often the run's cost is taken while it trains
 SPEND_WINDOW_S = 5.0  # the spend rate is the cost's rise over this window (bytes reach the ledger in bursts)
@@ -378,7 +379,7 @@ class Launcher:
 
     def _watch(self) -> tuple[str, object]:
         members = {n.node_id for n in self.members}
-        last_list = 0.0
+        last_list, last_meter = 0.0, time.monotonic()
         while True:
             time.sleep(self.options.poll_s)
             self._refresh_status()
@@ -396,6 +397,9 @@ class Launcher:
                 return "completed", None
             failed = {node_id: code for node_id, code in codes.items() if code not in (None, 0)}
             now = time.monotonic()
+            if now - last_meter > METER_EVERY_S:  # the wire's bytes, for status and the spend limit
+                last_meter = now
+                self._meter()
             if failed or now - last_list > 0.5:
                 last_list = now
                 lost = self._lost(members)

@@ -36,8 +36,8 @@ import torch.distributed as dist
 from torch import nn
 
 from geotrain.train.sync.base import (
-    ByteCounter, RoundClock, StepInput, StepResult, Timer, all_reduce_mean, assign, flat_gradients, flat_parameters,
-    parameter_bytes, region_groups, wire_dtype,
+    ByteCounter, RegionalTraining, RoundClock, StepInput, StepResult, assign, flat_parameters, parameter_bytes,
+    region_groups, wire_dtype,
 )
 
 HEADER = struct.Struct("!qq")  # push number, payload bytes
@@ -175,7 +175,7 @@ class Pusher(threading.Thread):
             pass
 
 
-class AsgdGASync:
+class AsgdGASync(RegionalTraining):
     name = "asgd-ga"
 
     def __init__(self, model: nn.Module, loss_fn: Callable, rank: int, world: int, counter: ByteCounter,
@@ -209,6 +209,7 @@ class AsgdGASync:
                 raise ValueError("asgd-ga across regions needs the run's store to find the home server")
             if self.is_home:
                 self.server = HomeServer(self.params, self.dtype, address, counter)
+                self.lock = self.server.lock  # the server applies pushes between the region's steps
                 store.set(SERVER_KEY, self.server.address)
             else:
                 address_of_home = store.get(SERVER_KEY).decode()
@@ -216,31 +217,9 @@ class AsgdGASync:
                                      timeout_s)
 
     def step(self, inp: StepInput, optimizer: torch.optim.Optimizer) -> StepResult:
-        self.clock.begin()
-        lock = self.server.lock if self.server is not None else None
-        if lock is not None:
-            lock.acquire()
-        try:
-            optimizer.zero_grad(set_to_none=True)
-            x = torch.cat([b[0] for b in inp.batches])
-            y = torch.cat([b[1] for b in inp.batches])
-            with Timer(self.clock):
-                loss = self.loss_fn(self.model, x, y)
-                loss.backward()
-            n = len(self.my_members)
-            grads = flat_gradients(self.params)
-            if n > 1:
-                grads = all_reduce_mean(grads, self.dtype, n, self.group)
-                self.counter.ring(self.rank, self.my_members, self.payload, 2 * (n - 1) / n)
-            assign(self.params, grads * self.weight, grad=True)
-            with Timer(self.clock):
-                optimizer.step()
-        finally:
-            if lock is not None:
-                lock.release()
-        self.clock.steps += 1
+        result = self._region_step(inp, optimizer, self.weight)
         self.since_push += 1
-        return StepResult(float(loss.detach()), inp.global_samples)
+        return result
 
     def after_step(self, step: int, *, final: bool = False) -> None:
         if step % self.A and not final:
@@ -279,22 +258,6 @@ class AsgdGASync:
         rebased = home + sum(self.in_flight, torch.zeros_like(home))
         assign(self.params, rebased)
         self.snapshot = rebased
-
-    def _broadcast_in_region(self) -> None:
-        n = len(self.my_members)
-        if n < 2:
-            return
-        flat = flat_parameters(self.params)
-        if self.server is not None:
-            with self.server.lock:
-                flat = flat_parameters(self.params)
-                dist.broadcast(flat, src=self.leader, group=self.group)
-        else:
-            dist.broadcast(flat, src=self.leader, group=self.group)
-        assign(self.params, flat)
-        if self.rank == self.leader:
-            for member in self.my_members[1:]:
-                self.counter.to(member, self.full_bytes / (n - 1))  # a tree broadcast in fp32, counted once
 
     def averaged(self, step: int) -> bool:
         return step % self.A == 0

@@ -199,3 +199,60 @@ class Timer:
 
     def __exit__(self, *exc: object) -> None:
         self.clock.computed(time.perf_counter() - self.t0)
+
+
+class RegionalTraining:
+    """What the strategies with per-region groups share (local-sgd, asgd-ga, ma): a step inside the
+    region and the region leader's broadcast. Subclasses set ``model``, ``loss_fn``, ``params``,
+    ``rank``, ``counter``, ``dtype``, ``payload``, ``my_members``, ``group``, ``clock``; ``lock``
+    (optional) is held while the parameters change (a parameter server's threads apply pushes too)."""
+
+    lock: threading.Lock | None = None
+
+    def _region_step(self, inp: StepInput, optimizer: torch.optim.Optimizer, weight: float = 1.0) -> StepResult:
+        """This rank's micro-batches forward and backward, the gradient averaged over the region (an
+        all-reduce inside it), scaled by ``weight``, and the optimizer's step."""
+        self.clock.begin()
+        if self.lock is not None:
+            self.lock.acquire()
+        try:
+            optimizer.zero_grad(set_to_none=True)
+            x = torch.cat([b[0] for b in inp.batches])
+            y = torch.cat([b[1] for b in inp.batches])
+            with Timer(self.clock):
+                loss = self.loss_fn(self.model, x, y)
+                loss.backward()
+            n = len(self.my_members)
+            if n > 1 or weight != 1.0:
+                grads = flat_gradients(self.params)
+                if n > 1:
+                    grads = all_reduce_mean(grads, self.dtype, n, self.group)
+                    self.counter.ring(self.rank, self.my_members, self.payload, 2 * (n - 1) / n)
+                assign(self.params, grads * weight if weight != 1.0 else grads, grad=True)
+            with Timer(self.clock):
+                optimizer.step()
+        finally:
+            if self.lock is not None:
+                self.lock.release()
+        self.clock.steps += 1
+        return StepResult(float(loss.detach()), inp.global_samples)
+
+    def _broadcast_in_region(self) -> None:
+        """The region leader's model to the region's other ranks (fp32; a tree broadcast, counted once)."""
+        n = len(self.my_members)
+        if n < 2:
+            return
+        leader = self.my_members[0]
+        if self.lock is not None:
+            self.lock.acquire()
+        try:
+            flat = flat_parameters(self.params)
+            dist.broadcast(flat, src=leader, group=self.group)
+            assign(self.params, flat)
+        finally:
+            if self.lock is not None:
+                self.lock.release()
+        if self.rank == leader:
+            full = parameter_bytes(self.model)
+            for member in self.my_members[1:]:
+                self.counter.to(member, full / (n - 1))

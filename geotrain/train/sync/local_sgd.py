@@ -13,12 +13,12 @@ import torch
 from torch import nn
 
 from geotrain.train.sync.base import (
-    ByteCounter, RoundClock, StepInput, StepResult, Timer, all_reduce_mean, assign, flat_gradients, flat_parameters,
+    ByteCounter, RegionalTraining, RoundClock, StepInput, StepResult, all_reduce_mean, assign, flat_parameters,
     parameter_bytes, region_groups, wire_dtype,
 )
 
 
-class LocalSGDSync:
+class LocalSGDSync(RegionalTraining):
     name = "local-sgd"
 
     def __init__(self, model: nn.Module, loss_fn: Callable, rank: int, world: int, counter: ByteCounter,
@@ -36,21 +36,7 @@ class LocalSGDSync:
         self._averaged_at = -1
 
     def step(self, inp: StepInput, optimizer: torch.optim.Optimizer) -> StepResult:
-        self.clock.begin()
-        optimizer.zero_grad(set_to_none=True)
-        x = torch.cat([b[0] for b in inp.batches])
-        y = torch.cat([b[1] for b in inp.batches])
-        with Timer(self.clock):
-            loss = self.loss_fn(self.model, x, y)
-            loss.backward()
-        n = len(self.my_members)
-        if n > 1:
-            assign(self.params, all_reduce_mean(flat_gradients(self.params), self.dtype, n, self.group), grad=True)
-            self.counter.ring(self.rank, self.my_members, self.payload, 2 * (n - 1) / n)
-        with Timer(self.clock):
-            optimizer.step()
-        self.clock.steps += 1
-        return StepResult(float(loss.detach()), inp.global_samples)
+        return self._region_step(inp, optimizer)
 
     def after_step(self, step: int, *, final: bool = False) -> None:
         """Every H steps, and after the run's last step: average the parameters of all ranks."""

@@ -25,12 +25,12 @@ import torch.distributed as dist
 from torch import nn
 
 from geotrain.train.sync.base import (
-    ByteCounter, RoundClock, StepInput, StepResult, Timer, all_reduce_mean, assign, flat_gradients, flat_parameters,
-    parameter_bytes, region_groups, wire_dtype,
+    ByteCounter, RegionalTraining, RoundClock, StepInput, StepResult, assign, flat_parameters, parameter_bytes,
+    region_groups, wire_dtype,
 )
 
 
-class ModelAveragingSync:
+class ModelAveragingSync(RegionalTraining):
     name = "ma"
 
     def __init__(self, model: nn.Module, loss_fn: Callable, rank: int, world: int, counter: ByteCounter,
@@ -43,7 +43,6 @@ class ModelAveragingSync:
         self.dtype = wire_dtype(precision)
         self.params = [p for p in model.parameters()]
         self.payload = parameter_bytes(model, self.dtype)
-        self.full_bytes = parameter_bytes(model)
         self.members_by_region, self.my_members, self.group, self.leaders, self.leader_group = \
             region_groups(regions, rank, world)
         self.leader = self.my_members[0]
@@ -54,21 +53,7 @@ class ModelAveragingSync:
         self._averaged_at = -1
 
     def step(self, inp: StepInput, optimizer: torch.optim.Optimizer) -> StepResult:
-        self.clock.begin()
-        optimizer.zero_grad(set_to_none=True)
-        x = torch.cat([b[0] for b in inp.batches])
-        y = torch.cat([b[1] for b in inp.batches])
-        with Timer(self.clock):
-            loss = self.loss_fn(self.model, x, y)
-            loss.backward()
-        n = len(self.my_members)
-        if n > 1:
-            assign(self.params, all_reduce_mean(flat_gradients(self.params), self.dtype, n, self.group), grad=True)
-            self.counter.ring(self.rank, self.my_members, self.payload, 2 * (n - 1) / n)
-        with Timer(self.clock):
-            optimizer.step()
-        self.clock.steps += 1
-        return StepResult(float(loss.detach()), inp.global_samples)
+        return self._region_step(inp, optimizer)
 
     def after_step(self, step: int, *, final: bool = False) -> None:
         if step % self.K and not final:
@@ -103,17 +88,6 @@ class ModelAveragingSync:
         average = self.agreed + buffer.to(torch.float32)
         self.agreed = average
         assign(self.params, average if exact else flat_parameters(self.params) + (average - then))
-
-    def _broadcast_in_region(self) -> None:
-        n = len(self.my_members)
-        if n < 2:
-            return
-        flat = flat_parameters(self.params)
-        dist.broadcast(flat, src=self.leader, group=self.group)
-        assign(self.params, flat)
-        if self.rank == self.leader:
-            for member in self.my_members[1:]:
-                self.counter.to(member, self.full_bytes / (n - 1))
 
     def averaged(self, step: int) -> bool:
         """At a boundary (a region's server model, which a resumed run starts every region from) and at the end."""
