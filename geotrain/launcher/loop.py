@@ -51,6 +51,9 @@ from geotrain.launcher.options import LaunchOptions, RunOutcome, Status
 from geotrain.launcher.deadline import Deadline
 from geotrain.launcher.provisioning import boot_failed, mend, provision, recover, survivors_of, waiting_s
 from geotrain.launcher.replanning import keep_the_deadline
+from geotrain.launcher.spot_policy import Mix, Situation, SpotPolicy
+from geotrain.launcher.steering import market_key, offer_mixes
+from geotrain.launcher.watch import MarketWatch, Need, need_of
 from geotrain.launcher.task import check_task, task_argv, task_command
 from geotrain.launcher.training import Training, resolve_training, step_target
 from geotrain.launcher.workers import (check_checkpoint_url, generation_backend, kill_stale_workers, last_words,
@@ -93,6 +96,9 @@ class Launcher:
         self.preemptions = 0
         self.restarts = 0
         self.clock = time  # provisioning's clock (``provisioning.Clock``)
+        self.watch = MarketWatch(down_prior_h=options.block_s / 3600)  # what this launch sees of its markets
+        self.spot_policy = SpotPolicy()
+        self._mixes: list[Mix] | None = None
         self._deadline_looked = 0.0
         self.started_at = time.time()
         self.training_started_at: float | None = None
@@ -425,7 +431,7 @@ class Launcher:
         if now - self._deadline_looked < DEADLINE_LOOK_S or not self.status.samples_per_s:
             return False
         self._deadline_looked = now
-        return keep_the_deadline(self, self.status.samples_per_s)
+        return keep_the_deadline(self)
 
     def _over_spend_limit(self) -> bool:
         """Whether the run would pass ``max_spend_usd`` before the next cost refresh and the termination."""
@@ -477,7 +483,9 @@ class Launcher:
 
     def remaining(self) -> Deadline | None:
         """A plan made for a deadline (``min_cost_by_deadline``): its samples not yet trained and its hours
-        not yet spent, from the run's start."""
+        not yet spent, from the run's start. The launcher does not follow each checkpoint: it counts a
+        whole ``recovery_h`` of the plan's work at risk and ``recovery_h`` for a restart (both at least
+        what an interruption costs on average), and a look every ``DEADLINE_LOOK_S``."""
         job = self.plan.job
         if job.objective is not Objective.MIN_COST_BY_DEADLINE or job.total_samples is None or job.deadline_h is None:
             return None
@@ -486,8 +494,53 @@ class Launcher:
             return None  # what trains is not what the plan's samples count (a stand-in, a script, this machine)
         last = self.ledger.last_progress(self.run_id)
         done = last.samples if last is not None else 0
+        rates = [m.samples_per_s for m in self.mixes() if m.on_demand]
         return Deadline(max(0.0, job.total_samples - done), job.deadline_h - (self.clock.time() - self.started_at) / 3600,
-                        risk_h=2 * self.plan.recovery_h)  # recovery_h is the expected cost; the most: about twice
+                        max(rates, default=0.0) or None,
+                        at_risk_samples=self.plan.recovery_h * 3600 * self.plan.totals.samples_per_s,
+                        restart_h=self.plan.recovery_h, look_h=DEADLINE_LOOK_S / 3600)
+
+    def situation(self) -> Situation | None:
+        deadline = self.remaining()
+        if deadline is None:
+            return None
+        alive = tuple(sorted(Counter(n.offer_id for n in self.alive_nodes()).items()))
+        held = next((m for m in self.mixes() if m.nodes == alive), None)
+        return Situation(deadline, self.plan.recovery_h, self.provider.capabilities.notice_s is not None, held,
+                         since_checkpoint_h=self.plan.recovery_h / 2)
+
+    def mixes(self) -> list[Mix]:
+        """Gangs of the plan's size over the plan snapshot's offers of the planned instance types (the perf
+        model's rates); the plan's own mix among them."""
+        if self._mixes is None:
+            self._mixes = offer_mixes(self.prices().offers(), self.plan, self.watch.available)
+        return self._mixes
+
+    def holds(self, need: Need) -> bool:
+        """A zone never seen, or seen short of the need but no longer blocked (it may be back): worth a try."""
+        now = self.clock.time()
+        for key, nodes in need:
+            seen = self.watch.available(key)
+            zone = key.rsplit("/", 1)[0]
+            if seen is not None and seen < nodes and self.blocked.get(zone, 0) > now:
+                return False
+        return True
+
+    def offer_for(self, offer_id: str) -> Offer:
+        if offer_id in self.offers:
+            return self.offers[offer_id]
+        return next(o for o in self.prices().offers() if o.offer_id == offer_id)
+
+    def block_s(self, scope: str) -> float:
+        """Until its own down spells say it is back: the expected rest of the down spell of the zone's
+        markets (``--block-min`` before any is seen), at most a day."""
+        keys = [k for k in self.watch.keys() if k.startswith(scope + "/")]
+        if not keys:
+            return self.options.block_s
+        return max(self.watch.outlook(need_of({k: 1})).expected_down_h(24.0) for k in keys) * 3600
+
+    def seen(self, offer: Offer, available: int) -> None:
+        self.watch.observe(market_key(offer), self.clock.time(), available)
 
     # -- status ---------------------------------------------------------------------------------
 

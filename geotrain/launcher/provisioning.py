@@ -43,6 +43,8 @@ from geotrain.providers.base import LaunchRequest, NodeInfo, NodeState, Provider
 
 if TYPE_CHECKING:
     from geotrain.launcher.deadline import Deadline
+    from geotrain.launcher.spot_policy import Mix, Situation, SpotPolicy
+    from geotrain.launcher.watch import MarketWatch, Need
     from geotrain.launcher.options import LaunchOptions
     from geotrain.pricing.capacity import CapacityModel
     from geotrain.pricing.snapshot import PriceSnapshot
@@ -89,7 +91,37 @@ class Launch(Protocol):
         ...
 
     def remaining(self) -> Deadline | None:
-        """What is left of a job with a deadline (samples, hours); None: no deadline."""
+        """What is left of a job with a deadline (samples, hours, the on-demand gang's rate); None: no
+        deadline. A job with a deadline is steered by the spot policy (``launcher.steering``)."""
+        ...
+
+    # -- a job with a deadline: what the spot policy reads (``launcher.steering``) ------------------
+
+    watch: MarketWatch
+    spot_policy: SpotPolicy
+
+    def situation(self) -> Situation | None:
+        """What the spot policy decides on; None: no deadline."""
+        ...
+
+    def mixes(self) -> list[Mix]:
+        """The gangs the run could hold now."""
+        ...
+
+    def holds(self, need: Need) -> bool:
+        """Whether a need's spot nodes can be had now, as far as the run knows."""
+        ...
+
+    def offer_for(self, offer_id: str) -> Offer:
+        """The offer of a mix's offer id."""
+        ...
+
+    def block_s(self, scope: str) -> float:
+        """How long a scope that failed or preempted is left out."""
+        ...
+
+    def seen(self, offer: Offer, available: int) -> None:
+        """What a launch, a failure or a preemption showed of an offer's market: ``available`` nodes."""
         ...
 
 
@@ -98,8 +130,12 @@ def provision(la: Launch) -> list[NodeInfo]:
     track_untracked(la)
     if not la.wanted and la.options.replan and not la.alive_nodes():  # a re-plan found nothing before: again
         from geotrain.launcher.replanning import replan
+        from geotrain.launcher.steering import steer
 
-        replan(la, Counter(), cause="no node wanted")
+        if la.remaining() is not None:
+            steer(la, cause="no node wanted")
+        else:
+            replan(la, Counter(), cause="no node wanted")
     for _ in range(MAX_PROVISION_ROUNDS):
         recorded = record_ended(la)  # ended meanwhile (preempted during recovery): recorded, re-planned
         failures = launch_missing(la)
@@ -130,6 +166,9 @@ def recover(la: Launch, lost: list[NodeInfo]) -> None:
     for node in lost:
         la.preemptions += 1
         reason = node.end_reason or "preempted"
+        offer = la.offers.get(node.offer_id)
+        if offer is not None:  # the zone holds no more than the run's survivors there
+            la.seen(offer, sum(1 for n in la.alive_nodes() if n.offer_id == node.offer_id))
         la.ledger.end_node(node.node_id, reason, at=node.ended_at.timestamp() if node.ended_at else None)
         la.ledger.event(la.run_id, EventKind.PREEMPTED, node_id=node.node_id, zone=node.location.zone_scope,
                         reason=reason, generation=la.generation)
@@ -178,6 +217,7 @@ def launch_missing(la: Launch) -> list[LaunchFailure]:
                 break
             record_node(la, node, offer)
             new.append(node)
+            la.seen(offer, have[offer_id] + k + 1)
     if new:
         now = {n.node_id: n for n in la.provider.list(la.run_id)}
         for node in new:
@@ -234,7 +274,7 @@ def record_node(la: Launch, node: NodeInfo, offer: Offer) -> None:
 
 
 def block(la: Launch, scope: str, why: str) -> None:
-    until = la.clock.time() + la.options.block_s
+    until = la.clock.time() + la.block_s(scope)
     la.blocked[scope] = until
     la.ledger.event(la.run_id, EventKind.BLOCKED, scope=scope, until=until, reason=why)
 
@@ -273,6 +313,8 @@ def _sleep(la: Launch, seconds: float) -> None:
 
 
 def _fail(la: Launch, kind: str, scope: str, offer_id: str, exc: GeotrainError) -> LaunchFailure:
+    if kind == "capacity":
+        la.seen(la.offers[offer_id], sum(1 for n in la.alive_nodes() if n.offer_id == offer_id))
     la.ledger.event(la.run_id, EventKind.LAUNCH_FAILED, failure=kind, scope=scope, offer_id=offer_id, reason=str(exc))
     block(la, scope, f"{kind}: {exc}")
     return LaunchFailure(kind, scope, offer_id, str(exc))
@@ -296,12 +338,14 @@ def _is_blocked(la: Launch, offer: Offer) -> bool:
 
 def mend(la: Launch, survivors: Counter, *, cause: str) -> bool:
     """The plan's fallbacks where they cover every blocked zone that misses nodes, else a re-plan. A
-    job with a deadline is always re-planned: the fallbacks were chosen for the whole deadline, not
-    for what is left of it."""
+    job with a deadline is steered by its spot policy instead (``launcher.steering``): the fallbacks
+    were chosen for the whole deadline, not for what is left of it."""
     from geotrain.launcher.replanning import replan
+    from geotrain.launcher.steering import steer
 
     if la.remaining() is not None:
-        return replan(la, survivors, cause=cause)
+        steer(la, cause=cause)
+        return True
     return fall_back(la, survivors, cause=cause) or replan(la, survivors, cause=cause)
 
 
@@ -330,9 +374,6 @@ def fall_back(la: Launch, survivors: Counter, *, cause: str) -> bool:
         if choice is None:
             return False
         chosen.append(choice)
-    deadline = la.remaining()
-    if deadline is not None and any(deadline.rule(f.samples_per_s) is not MarketRule.SPOT for f in chosen):
-        return False  # too slow for what is left of the deadline: the re-plan decides (on-demand, if need be)
     from geotrain.pricing.records import offer_record
 
     for fallback in chosen:
@@ -374,7 +415,7 @@ def waiting_s(la: Launch) -> float | None:
     deadline whose slack still allows spot: until the first blocked scope opens, at most a minute and
     at least a second), or None (no deadline, or only on-demand is left: the run fails)."""
     deadline = la.remaining()
-    if deadline is None or deadline.rule(la.plan.totals.samples_per_s) is not MarketRule.SPOT:
+    if deadline is None or deadline.rule() is not MarketRule.SPOT:
         return None
     now = la.clock.time()
     opens = [until - now for until in la.blocked.values() if until > now]

@@ -1,6 +1,6 @@
 """Re-planning: the plan's job solved again with what is left (``plan_again``), after a failure or a
-preemption (``replan``: the survivors kept) and when a deadline's slack is spent (``keep_the_deadline``:
-on-demand from then on).
+preemption (``replan``: the survivors kept); a job with a deadline is steered by its spot policy at
+each look instead (``keep_the_deadline`` → ``launcher.steering``).
 Each works on the launch state of ``launcher.provisioning`` (``Launch``), for a launch and for a replay alike.
 """
 
@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from geotrain.domain import Market, Objective, Plan
 from geotrain.errors import GeotrainError
 from geotrain.launcher.deadline import MarketRule
-from geotrain.launcher.provisioning import release_surplus, served_clouds, survivors_of
+from geotrain.launcher.provisioning import release_surplus, served_clouds
 from geotrain.ledger import EventKind
 
 if TYPE_CHECKING:
@@ -48,7 +48,7 @@ def plan_again(la: Launch, survivors: Counter) -> Replanned:
     deadline = la.remaining()
     rule = None
     if deadline is not None:
-        rule = deadline.rule(plan.totals.samples_per_s)
+        rule = deadline.rule()
         market = (replace(constraints, spot_only=True) if rule is MarketRule.SPOT
                   else replace(constraints, max_spot_share=0.0, spot_only=False))
         attempts = [replace(job, objective=Objective.MIN_COST_BY_DEADLINE, constraints=market,
@@ -132,15 +132,12 @@ def replan(la: Launch, survivors: Counter, *, cause: str) -> bool:
     return True
 
 
-def keep_the_deadline(la: Launch, samples_per_s: float) -> bool:
-    """A job with a deadline that trains on spot at ``samples_per_s`` (as measured) and whose slack no
-    longer allows spot: re-plan now (on-demand), before an interruption makes the deadline unreachable.
-    True if the wanted mix changed."""
-    deadline = la.remaining()
-    alive = la.alive_nodes()
-    if deadline is None or deadline.rule(samples_per_s) is MarketRule.SPOT:
-        return False
-    if not any(la.offers[n.offer_id].market == Market.SPOT for n in alive):
-        return False
-    return replan(la, survivors_of(alive), cause="the deadline's slack is spent")
+def keep_the_deadline(la: Launch) -> bool:
+    """A job with a deadline, at a look while it trains: the spot policy decides again (the safety net
+    first: on-demand once the deadline's margin is spent; a cheaper gang where one pays, counting its
+    restart). True if the wanted mix changed."""
+    from geotrain.launcher.steering import steer
 
+    if la.remaining() is None:
+        return False
+    return steer(la, cause="look")

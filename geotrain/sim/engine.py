@@ -119,6 +119,7 @@ class Replay:
     trained: set = field(default_factory=set)  # every mix that trained (the oracle may choose it too)
     _counter: int = 0
     _changed_by_policy: bool = False
+    _up: dict[str, SimNode] = field(default_factory=dict)  # the running nodes, in launch order
 
     # -- what a policy reads ---------------------------------------------------------------------
 
@@ -144,7 +145,7 @@ class Replay:
         return max(0.0, self.world.work_samples - self.progress)
 
     def running(self) -> list[SimNode]:
-        return [n for n in self.nodes.values() if n.running]
+        return list(self._up.values())
 
     def running_placement(self) -> Placement:
         return placement_of([(n.zone, n.market) for n in self.running()])
@@ -165,6 +166,7 @@ class Replay:
         self._counter += 1
         node = SimNode(f"sim-{self._counter}", zone, str(market), self.now_s, request_id)
         self.nodes[node.node_id] = node
+        self._up[node.node_id] = node
         self._changed_by_policy = True
         return node
 
@@ -180,6 +182,7 @@ class Replay:
         node = self.nodes[node_id]
         if node.running:
             node.ended_s, node.end_reason = self.now_s, reason
+            self._up.pop(node_id, None)
             self._changed_by_policy = True
 
     def terminate_all(self, reason: str = "terminated") -> None:
@@ -236,6 +239,7 @@ class Replay:
                 continue
             for node in sorted(held, key=lambda n: (n.launched_s, n.node_id), reverse=True)[:excess]:
                 node.ended_s, node.end_reason = self.now_s, "preempted"
+                self._up.pop(node.node_id, None)
                 self.preemptions += 1
                 lost_gang = lost_gang or node.node_id in self.gang_ids
         if lost_gang and not self.job.notice_saves_work:

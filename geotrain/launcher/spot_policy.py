@@ -1,0 +1,318 @@
+"""Where a job with a deadline trains next: hold its gang, move it, wait for spot, or buy on-demand.
+
+One decision, made at every look of the launcher (and every tick of a replay), over the *mixes* the
+job could hold: a whole gang of spot nodes in one zone, the gang spread over zones that each hold part
+of it, a zone's spot nodes filled up with on-demand ones, the gang on on-demand nodes. A mix costs
+``π`` $/h (its nodes at today's prices and its training traffic) and trains ``r`` samples/s (the perf
+model); its spot nodes are a *need* of the :class:`~geotrain.launcher.watch.MarketWatch`, which says
+how likely the need is to hold ``x`` more hours (``P(X > x)``, from the zones' own past spells).
+
+**The safety net first** (``launcher.deadline``): once its margin is spent the run buys the cheapest
+on-demand gang that still finishes in time and stays there. Inside the margin the policy minimises
+the expected cost to finish, one step ahead:
+
+- *The value of work left.* ``S`` samples with ``H`` hours left will cost ``V(S, H) = S·(q·c_s + (1−q)·c_od)``:
+  ``c_od`` $/sample on on-demand; ``c_s`` the expected $/good sample of spot when it is next taken and
+  ``ρ`` the good samples/s spot yields on average over time (both from the market: the one-zone mixes
+  in order of their expected cost per good sample, each taken when the cheaper ones are down, with the
+  share of time it was up); ``q = min(1, ρ·m/((1 − ρ/r_od)·S))`` the share of the work spot can still
+  do within the margin ``m = H − R − S/r_od`` before the on-demand gang is due.
+- *Entering a mix* ``k`` (a restart ``R``; a change the run makes checkpoints first) held until its
+  need breaks at ``X`` or the work is done: ``J_k = E[π·min(X, R + S/r) + V(S − g(X), H − X)]``, with
+  ``g(X) = r·C·⌊(X − R)/C⌋`` the work that reached a checkpoint (every ``C`` hours of training; all
+  of it with a notice long enough to write one).
+- *Staying* in the mix held: the same, without the restart and with the work since its last
+  checkpoint at stake.
+- *Waiting* one look ``Δ``: ``V(S, H − Δ)``.
+
+The smallest expected cost wins; leaving the mix held must win by :data:`SWITCH_MARGIN` of it. A zone
+that flapped is left alone while its young spells' hazard makes it dear, and taken again when its
+spells say it holds; a zone's price, its restarts and its lost work are in the same figure.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from geotrain.launcher.deadline import Deadline, MarketRule
+from geotrain.launcher.watch import MarketWatch, Need, need_of
+
+GRID_POINTS = 48  # where a need may break, between now and the end of the work
+SWITCH_MARGIN = 0.01  # leaving the mix held must save this share of its expected cost
+PACE = 1.0  # how closely the work follows the line from start to deadline (Uniform Progress: 1; 0: no pace)
+
+
+@dataclass(frozen=True, slots=True)
+class Mix:
+    """A gang the run could hold (see the module docstring)."""
+
+    nodes: tuple[tuple[str, int], ...]  # (offer id, nodes), sorted
+    usd_per_hour: float  # its nodes at the current prices, plus its training traffic
+    samples_per_s: float
+    need: Need  # spot nodes per market key; () for an on-demand gang
+
+    @property
+    def on_demand(self) -> bool:
+        return not self.need
+
+    @property
+    def usd_per_sample(self) -> float:
+        return self.usd_per_hour / (3600.0 * self.samples_per_s) if self.samples_per_s > 0 else math.inf
+
+
+@dataclass(frozen=True, slots=True)
+class Situation:
+    """What the launcher knows at a decision."""
+
+    deadline: Deadline
+    checkpoint_every_h: float  # hours of training between checkpoints
+    notice_saves_work: bool  # a preemption's notice leaves time to write a checkpoint
+    held: Mix | None = None  # the gang training now (whole); None: none
+    restart_left_h: float = 0.0  # of the held gang's restart
+    since_checkpoint_h: float = 0.0  # hours of training since the held gang's last checkpoint
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    mix: Mix | None  # None: hold nothing (wait for spot)
+    committed: bool  # on-demand to the end (the safety net)
+    expected_usd: float  # to finish the job, by the estimate that chose it
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class MarketValue:
+    """What spot is worth for the work left: ``c_s``, ``ρ`` and ``c_od`` of the module docstring."""
+
+    spot_usd_per_sample: float
+    spot_samples_per_s: float  # good samples per second of time, averaged over spot's absence too
+    on_demand_usd_per_sample: float
+    on_demand_samples_per_s: float
+    outage_h: float = 0.0  # the expected rest of an outage of every spot mix (0: one holds now)
+    reserve: Callable[[float], float] = lambda hours_left: 0.0  # the margin the pace keeps (not for waiting)
+
+    def work_usd(self, samples: np.ndarray | float, hours_left: np.ndarray | float, restart_h: float) -> np.ndarray:
+        """``V(S, H)``: the expected cost of training ``samples`` with ``hours_left`` to go."""
+        samples = np.maximum(np.asarray(samples, dtype=float), 0.0)
+        r_od = self.on_demand_samples_per_s
+        hours_left = np.asarray(hours_left, dtype=float)
+        margin_h = np.maximum(hours_left - restart_h - samples / (3600 * r_od) - self.reserve(hours_left), 0.0)
+        rho = self.spot_samples_per_s
+        if rho <= 0 or self.spot_usd_per_sample >= self.on_demand_usd_per_sample:
+            return samples * self.on_demand_usd_per_sample
+        spot_s = 3600 * margin_h / max(1e-9, 1 - rho / r_od) if rho < r_od else np.where(margin_h > 0, np.inf, 0.0)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            share = np.where(samples > 0, np.minimum(1.0, rho * spot_s / np.where(samples > 0, samples, 1.0)), 1.0)
+        return samples * (share * self.spot_usd_per_sample + (1 - share) * self.on_demand_usd_per_sample)
+
+
+class SpotPolicy:
+    """The decision of the module docstring; one per run (it remembers that the net was reached)."""
+
+    def __init__(self, *, switch_margin: float = SWITCH_MARGIN, grid_points: int = GRID_POINTS,
+                 pace: float = PACE) -> None:
+        self.switch_margin = switch_margin
+        self.grid_points = grid_points
+        self.pace = pace
+        self.committed = False
+        self._paced: tuple[float, float] | None = None  # (samples left, hours left) at the first decision
+
+    def decide(self, situation: Situation, mixes: Sequence[Mix], watch: MarketWatch,
+               holds: Callable[[Need], bool] | None = None) -> Decision:
+        """``holds(need)``: whether a mix's spot nodes can be had now (default: the watch's last look)."""
+        holds = holds or watch.holds
+        d = situation.deadline
+        on_demand = [m for m in mixes if m.on_demand and m.samples_per_s > 0]
+        if on_demand and (self.committed or d.rule() is MarketRule.ON_DEMAND):
+            self.committed = True
+            mix = fallback(d, on_demand, situation.held)
+            return Decision(mix, True, mix.usd_per_hour * (d.restart_h + d.samples_left / (3600 * mix.samples_per_s)),
+                            f"the deadline's margin is spent ({d.margin_h():.2f} h): on-demand to the end")
+        value = self.market_value(situation, mixes, watch)
+        s, h = d.samples_left, d.hours_left
+        if self._paced is None:  # the first decision: the margin to pace over the hours to the deadline
+            self._paced = (max(0.0, d.margin_h()), max(h, 1e-9))
+        behind = d.margin_h() < self.reserve_h(h)
+        held = situation.held
+        if held is not None and held.on_demand and d.margin_h() < self.reserve_h(h) + d.restart_h:
+            return Decision(held, False, math.nan, "on-demand until a restart's worth ahead of the pace")
+        wait_h = max(d.look_h, value.outage_h) if value else d.look_h
+        wait = float(value.work_usd(s, h - wait_h, d.restart_h)) if value and not behind else math.inf
+        best = Decision(None, False, wait, "waiting for spot")
+        stay = None
+        if held is not None and (held.on_demand or holds(held.need)):
+            cost = self.expected_usd(held, situation, watch, value, entering=False)
+            stay = Decision(held, False, cost, "holding its gang")
+        for mix in mixes:
+            if mix == held or mix.samples_per_s <= 0 or not (mix.on_demand or holds(mix.need)):
+                continue
+            cost = self.expected_usd(mix, situation, watch, value, entering=True)
+            if cost < best.expected_usd:
+                best = Decision(mix, False, cost, "the least expected cost to finish")
+        if stay is not None and best.expected_usd >= stay.expected_usd * (1 - self.switch_margin):
+            return stay
+        return best
+
+    def reserve_h(self, hours_left):  # noqa: ANN001, ANN201 - hours, or an array of them
+        """The margin the pace keeps with ``hours_left`` to go: ``λ·m₀·H/H₀`` (Uniform Progress, ``λ = 1``,
+        spends the first margin ``m₀`` evenly over the time)."""
+        if self._paced is None:
+            return 0.0
+        margin_h, start_h = self._paced
+        return self.pace * margin_h * np.maximum(0.0, hours_left) / start_h
+
+    # -- the estimates ------------------------------------------------------------------------
+
+    def market_value(self, situation: Situation, mixes: Iterable[Mix], watch: MarketWatch) -> MarketValue | None:
+        """``c_s`` and ``ρ`` from the one-zone spot mixes: over the time the watch has seen, at each moment
+        the cheapest per good sample (entered at the start of a spell) of those that held then, if any
+        is cheaper than on-demand; ``c_od`` from the on-demand gangs; ``W``, the expected rest of an
+        outage of them all (0 while one holds). Zones that went down together count as such
+        (``MarketWatch.together``)."""
+        mixes = list(mixes)
+        od = [m for m in mixes if m.on_demand and m.samples_per_s > 0]
+        if not od:
+            return None
+        cheapest_od = min(od, key=lambda m: m.usd_per_sample)
+        fastest_od = max(m.samples_per_s for m in od)
+        singles = sorted((m for m in mixes if len(m.need) == 1 and len(m.nodes) == 1 and m.samples_per_s > 0),
+                         key=lambda m: m.need)
+        rows = []
+        for mix in singles:
+            hold_h, good = self._fresh_yield(mix, situation, watch.outlook(mix.need))
+            usd = mix.usd_per_hour * hold_h / good if good > 0 else math.inf
+            rows.append((usd, good / (3600 * hold_h) if good > 0 else 0.0))
+        good_rows = [i for i in sorted(range(len(rows)), key=lambda i: rows[i][0])
+                     if rows[i][0] < cheapest_od.usd_per_sample]
+        if not good_rows:
+            return MarketValue(math.inf, 0.0, cheapest_od.usd_per_sample, fastest_od)
+        needs = tuple(m.need for m in singles)
+        usd = samples = total_h = 0.0
+        for held, hours in watch.together(needs):
+            total_h += hours
+            first = next((i for i in good_rows if held[i]), None)
+            if first is not None:
+                usd_per_sample, samples_per_s = rows[first]
+                samples += hours * samples_per_s
+                usd += hours * samples_per_s * usd_per_sample
+        if samples <= 0 or total_h <= 0:
+            return MarketValue(math.inf, 0.0, cheapest_od.usd_per_sample, fastest_od)
+        outage_h = 0.0
+        if not any(watch.holds(singles[i].need) for i in good_rows):
+            outage_h = watch.some_outlook(needs).expected_down_h(max(situation.deadline.hours_left, 0.0))
+        return MarketValue(usd / samples, samples / total_h, cheapest_od.usd_per_sample, fastest_od, outage_h,
+                           self.reserve_h)
+
+    def _fresh_yield(self, mix: Mix, situation: Situation, outlook) -> tuple[float, float]:  # noqa: ANN001
+        """Expected hours held and good samples of an entry at the start of a spell."""
+        d = situation.deadline
+        horizon_h = d.restart_h + d.samples_left / (3600 * mix.samples_per_s)
+        mid, edges = self._grid(horizon_h)
+        alive = outlook.fresh_survival(edges)
+        ends = alive[:-1] - alive[1:]
+        good = self._good(mix, mid, d.restart_h, 0.0, situation)
+        hold_h = float(np.dot(ends, mid) + alive[-1] * horizon_h)
+        samples = float(np.dot(ends, good) + alive[-1] * d.samples_left)
+        return hold_h, samples
+
+    def expected_usd(self, mix: Mix, situation: Situation, watch: MarketWatch, value: MarketValue | None, *,
+                     entering: bool) -> float:
+        """``J`` of the module docstring: the expected cost to finish, entering ``mix`` now or staying in it."""
+        d = situation.deadline
+        s, h = d.samples_left, d.hours_left
+        restart_h = d.restart_h if entering else situation.restart_left_h
+        phase_h = 0.0 if entering else situation.since_checkpoint_h
+        horizon_h = restart_h + s / (3600 * mix.samples_per_s)
+        if value is None:
+            return mix.usd_per_hour * horizon_h
+        if mix.on_demand:  # through an outage of spot: a stint until spot is expected back; else to the end
+            stint_h = max(d.look_h, value.outage_h, restart_h) if value.outage_h > 0 else horizon_h
+            if stint_h >= horizon_h:
+                return mix.usd_per_hour * horizon_h
+            trained = 3600 * mix.samples_per_s * max(0.0, stint_h - restart_h)
+            return mix.usd_per_hour * stint_h + float(value.work_usd(s - trained, h - stint_h, d.restart_h))
+        mid, edges = self._grid(horizon_h)
+        alive = watch.outlook(mix.need).survival(edges)
+        ends = alive[:-1] - alive[1:]
+        good = self._good(mix, mid, restart_h, phase_h, situation)
+        after = value.work_usd(s - good, h - mid, d.restart_h)
+        return float(np.dot(ends, mix.usd_per_hour * mid + after) + alive[-1] * mix.usd_per_hour * horizon_h)
+
+    def _grid(self, horizon_h: float) -> tuple[np.ndarray, np.ndarray]:
+        edges = np.linspace(0.0, max(horizon_h, 1e-9), self.grid_points + 1)
+        return (edges[1:] + edges[:-1]) / 2, edges
+
+    @staticmethod
+    def _good(mix: Mix, held_h: np.ndarray, restart_h: float, phase_h: float, situation: Situation) -> np.ndarray:
+        """Samples that reach a checkpoint when the need breaks after ``held_h`` hours (negative: work at
+        risk lost)."""
+        trained_h = np.maximum(0.0, held_h - restart_h)
+        if situation.notice_saves_work:
+            return 3600 * mix.samples_per_s * trained_h
+        every = situation.checkpoint_every_h
+        kept_h = every * np.floor((phase_h + trained_h) / every + 1e-9) - phase_h
+        return 3600 * mix.samples_per_s * kept_h
+
+
+def fallback(deadline: Deadline, on_demand: Sequence[Mix], held: Mix | None) -> Mix:
+    """The on-demand gang to finish on: the one held if it finishes in time, else the cheapest that does
+    (restart counted), else the fastest."""
+    if held is not None and held.on_demand and deadline.reachable_on_demand(held.samples_per_s):
+        return held
+    reach = [m for m in on_demand if deadline.reachable_on_demand(m.samples_per_s)]
+    if reach:
+        return min(reach, key=lambda m: (m.usd_per_hour * (deadline.restart_h + deadline.samples_left
+                                                             / (3600 * m.samples_per_s)), m.nodes))
+    return max(on_demand, key=lambda m: (m.samples_per_s, tuple(-n for _, n in m.nodes)))
+
+
+def gang_mixes(spot: Sequence[tuple[str, str, str, float]], on_demand: Sequence[tuple[str, str, float]], nodes: int,
+               rate: Callable[[tuple[tuple[str, int], ...]], tuple[float, float]],
+               available: Callable[[str], int | None]) -> list[Mix]:
+    """The mixes a gang of ``nodes`` could hold now.
+
+    ``spot``: per spot market ``(market key, offer id, region scope, $/h a node)``; ``on_demand``: per
+    region ``(offer id, region scope, $/h a node)``; ``rate(nodes)``: samples/s and traffic $/h of a mix
+    (the perf model); ``available(key)``: nodes seen last (None: never seen). The mixes: the gang
+    on-demand in each region; the gang on spot in each zone; where no zone holds it alone, the zones of
+    a region filled cheapest first; a zone's spot nodes filled up with on-demand ones of its region."""
+    out: dict[tuple[tuple[str, int], ...], Mix] = {}
+    od_of_region = {region: (offer, price) for offer, region, price in on_demand}
+    od_price = {offer: price for offer, _, price in on_demand}
+    spot_price = {offer: price for _, offer, _, price in spot}
+    key_of = {offer: key for key, offer, _, _ in spot}
+
+    def add(counts: dict[str, int]) -> None:
+        items = tuple(sorted((o, n) for o, n in counts.items() if n > 0))
+        if not items or items in out:
+            return
+        samples_per_s, traffic = rate(items)
+        usd = sum(n * (spot_price.get(o) if o in spot_price else od_price[o]) for o, n in items) + traffic
+        out[items] = Mix(items, usd, samples_per_s, need_of({key_of[o]: n for o, n in items if o in key_of}))
+
+    for offer, _, _ in on_demand:
+        add({offer: nodes})
+    by_region: dict[str, list[tuple[float, str, int]]] = {}
+    for key, offer, region, price in spot:
+        add({offer: nodes})
+        seen = available(key) or 0
+        if 0 < seen < nodes:
+            by_region.setdefault(region, []).append((price, offer, seen))
+            if region in od_of_region:
+                add({offer: seen, od_of_region[region][0]: nodes - seen})
+    for region, zones in by_region.items():
+        zones.sort()
+        counts, left = {}, nodes
+        for _, offer, seen in zones[:3]:
+            take = min(seen, left)
+            counts[offer] = take
+            left -= take
+            if left == 0:
+                break
+        if left == 0 and len(counts) > 1:
+            add(counts)
+    return list(out.values())
