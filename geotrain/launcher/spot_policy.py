@@ -34,15 +34,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
-from geotrain.launcher.deadline import Deadline, MarketRule
+from geotrain.launcher.deadline import EPSILON_H, Deadline, MarketRule
 from geotrain.launcher.watch import MarketWatch, Need, need_of
 
 GRID_POINTS = 48  # where a need may break, between now and the end of the work
-SWITCH_MARGIN = 0.01  # leaving the mix held must save this share of its expected cost
+SWITCH_MARGIN = 0.1  # leaving the mix held must save this share of its expected cost
 PACE = 1.0  # how closely the work follows the line from start to deadline (Uniform Progress: 1; 0: no pace)
 
 
@@ -54,6 +54,18 @@ class Mix:
     usd_per_hour: float  # its nodes at the current prices, plus its training traffic
     samples_per_s: float
     need: Need  # spot nodes per market key; () for an on-demand gang
+    usual_usd_per_hour: float | None = None  # at the prices its markets usually ask (None: as now)
+    reversion_h: float = 1.0  # how long its prices take to return to the usual level
+
+    def usd_over(self, hours: np.ndarray | float) -> np.ndarray:
+        """Holding it ``hours``: a spot price away from its usual level returns to it over ``reversion_h``
+        (``μ·x + (π − μ)·τ·(1 − e^(−x/τ))``)."""
+        hours = np.asarray(hours, dtype=float)
+        usual = self.usual_usd_per_hour
+        if usual is None or usual == self.usd_per_hour:
+            return self.usd_per_hour * hours
+        tau = max(self.reversion_h, 1e-6)
+        return usual * hours + (self.usd_per_hour - usual) * tau * (1 - np.exp(-hours / tau))
 
     @property
     def on_demand(self) -> bool:
@@ -86,28 +98,58 @@ class Decision:
 
 @dataclass(frozen=True, slots=True)
 class MarketValue:
-    """What spot is worth for the work left: ``c_s``, ``ρ`` and ``c_od`` of the module docstring."""
+    """What spot is worth for the work left (``V`` of the module docstring)."""
 
-    spot_usd_per_sample: float
-    spot_samples_per_s: float  # good samples per second of time, averaged over spot's absence too
-    on_demand_usd_per_sample: float
-    on_demand_samples_per_s: float
+    spot_usd_per_sample: float  # c_s: per good sample, when spot is next taken
+    on_demand_usd_per_sample: float  # c_od
+    on_demand_samples_per_s: float  # r_od: the fastest on-demand gang
+    preemptions_per_h: float  # λ: gangs lost per hour held, the market's usual spot taken
+    loss_h: float  # L: the margin one loss spends (a restart, half a checkpoint interval, half a look)
+    waiting_share: float  # w: hours of margin spent waiting per hour of spot, while no spot can be had
     outage_h: float = 0.0  # the expected rest of an outage of every spot mix (0: one holds now)
-    reserve: Callable[[float], float] = lambda hours_left: 0.0  # the margin the pace keeps (not for waiting)
+    wait_usd: float | None = None  # waiting a look while spot can be had (None: ``work_usd`` after the outage)
 
     def work_usd(self, samples: np.ndarray | float, hours_left: np.ndarray | float, restart_h: float) -> np.ndarray:
-        """``V(S, H)``: the expected cost of training ``samples`` with ``hours_left`` to go."""
+        """``V(S, H) = S·(q·c_s + (1 − q)·c_od)``: spot trains until the margin cannot pay for one more
+        loss, on-demand the rest. With ``T = S/r`` hours of training, ``m = H − R − T`` the margin,
+        ``k = (m − w·T)/L`` the losses it pays for and ``N`` the losses of a Poisson process of rate ``λ``,
+        spot trains ``E[min(T, τ_{k+1})] = (1/λ)·Σ_{j≤k} P(N(λT) > j)`` of the ``T`` hours (``τ_{k+1}`` the
+        time of the loss that spends it), linear between whole ``k``."""
         samples = np.maximum(np.asarray(samples, dtype=float), 0.0)
-        r_od = self.on_demand_samples_per_s
-        hours_left = np.asarray(hours_left, dtype=float)
-        margin_h = np.maximum(hours_left - restart_h - samples / (3600 * r_od) - self.reserve(hours_left), 0.0)
-        rho = self.spot_samples_per_s
-        if rho <= 0 or self.spot_usd_per_sample >= self.on_demand_usd_per_sample:
+        if self.spot_usd_per_sample >= self.on_demand_usd_per_sample:
             return samples * self.on_demand_usd_per_sample
-        spot_s = 3600 * margin_h / max(1e-9, 1 - rho / r_od) if rho < r_od else np.where(margin_h > 0, np.inf, 0.0)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            share = np.where(samples > 0, np.minimum(1.0, rho * spot_s / np.where(samples > 0, samples, 1.0)), 1.0)
+        train_h = samples / (3600 * self.on_demand_samples_per_s)
+        margin_h = np.asarray(hours_left, dtype=float) - restart_h - train_h
+        losses = (margin_h - self.waiting_share * train_h) / max(self.loss_h, 1e-9)
+        share = _spot_share(train_h * self.preemptions_per_h, losses)
         return samples * (share * self.spot_usd_per_sample + (1 - share) * self.on_demand_usd_per_sample)
+
+
+def _spot_share(expected_losses: np.ndarray, affordable: np.ndarray) -> np.ndarray:
+    """``E[min(T, τ_{k+1})]/T`` for ``μ = λT`` expected losses and ``k`` affordable ones (fractional:
+    linear between whole numbers; below 0: none)."""
+    mu = np.maximum(np.atleast_1d(np.asarray(expected_losses, dtype=float)), 0.0)
+    k = np.atleast_1d(np.asarray(affordable, dtype=float))
+    mu, k = np.broadcast_arrays(mu, k)
+    out = np.zeros(mu.shape)
+    ok = k >= 0
+    certain = ok & (k > mu + 10 * np.sqrt(mu) + 10)  # the margin pays for every loss it will meet
+    out[certain] = 1.0
+    small = mu < 1e-9
+    out[ok & small & ~certain] = 1.0
+    todo = ok & ~certain & ~small
+    if todo.any():
+        m, kk = mu[todo], k[todo]
+        top = int(np.floor(kk.max())) + 2
+        j = np.arange(top)
+        log_pmf = j * np.log(m[:, None]) - m[:, None] - np.array([math.lgamma(x + 1) for x in j])
+        tail = 1 - np.cumsum(np.exp(log_pmf), axis=1)  # P(N > j)
+        partial = np.cumsum(tail, axis=1) / m[:, None]  # Σ_{i≤j} P(N > i)/μ = E[min(T, τ_{j+1})]/T
+        low = np.floor(kk).astype(int)
+        frac = kk - low
+        rows = np.arange(len(kk))
+        out[todo] = (1 - frac) * partial[rows, low] + frac * partial[rows, np.minimum(low + 1, top - 1)]
+    return np.clip(out, 0.0, 1.0).reshape(np.shape(np.broadcast_arrays(expected_losses, affordable)[0]))
 
 
 class SpotPolicy:
@@ -129,7 +171,7 @@ class SpotPolicy:
         on_demand = [m for m in mixes if m.on_demand and m.samples_per_s > 0]
         if on_demand and (self.committed or d.rule() is MarketRule.ON_DEMAND):
             self.committed = True
-            mix = fallback(d, on_demand, situation.held)
+            mix = fallback(d, on_demand, situation.held, situation.restart_left_h)
             return Decision(mix, True, mix.usd_per_hour * (d.restart_h + d.samples_left / (3600 * mix.samples_per_s)),
                             f"the deadline's margin is spent ({d.margin_h():.2f} h): on-demand to the end")
         value = self.market_value(situation, mixes, watch)
@@ -140,8 +182,10 @@ class SpotPolicy:
         held = situation.held
         if held is not None and held.on_demand and d.margin_h() < self.reserve_h(h) + d.restart_h:
             return Decision(held, False, math.nan, "on-demand until a restart's worth ahead of the pace")
-        wait_h = max(d.look_h, value.outage_h) if value else d.look_h
-        wait = float(value.work_usd(s, h - wait_h, d.restart_h)) if value and not behind else math.inf
+        wait = math.inf
+        if value is not None and not behind:
+            wait = value.wait_usd if value.wait_usd is not None else \
+                float(value.work_usd(s, h - max(d.look_h, value.outage_h), d.restart_h))
         best = Decision(None, False, wait, "waiting for spot")
         stay = None
         if held is not None and (held.on_demand or holds(held.need)):
@@ -168,47 +212,62 @@ class SpotPolicy:
     # -- the estimates ------------------------------------------------------------------------
 
     def market_value(self, situation: Situation, mixes: Iterable[Mix], watch: MarketWatch) -> MarketValue | None:
-        """``c_s`` and ``ρ`` from the one-zone spot mixes: over the time the watch has seen, at each moment
+        """``V``'s figures from the one-zone spot mixes: over the time the watch has seen, at each moment
         the cheapest per good sample (entered at the start of a spell) of those that held then, if any
-        is cheaper than on-demand; ``c_od`` from the on-demand gangs; ``W``, the expected rest of an
-        outage of them all (0 while one holds). Zones that went down together count as such
-        (``MarketWatch.together``)."""
+        is cheaper than on-demand, gives ``c_s`` and ``λ``; the moments none did, ``w``; ``c_od`` and
+        ``r_od`` from the on-demand gangs; ``W``, the expected rest of an outage of every spot mix (0
+        while one holds). Zones that went down together count as such (``MarketWatch.together``)."""
         mixes = list(mixes)
         od = [m for m in mixes if m.on_demand and m.samples_per_s > 0]
         if not od:
             return None
+        d = situation.deadline
         cheapest_od = min(od, key=lambda m: m.usd_per_sample)
         fastest_od = max(m.samples_per_s for m in od)
+        lost_h = 0.0 if situation.notice_saves_work else situation.checkpoint_every_h / 2
+        loss_h = d.restart_h + lost_h + d.look_h / 2
         singles = sorted((m for m in mixes if len(m.need) == 1 and len(m.nodes) == 1 and m.samples_per_s > 0),
                          key=lambda m: m.need)
         rows = []
         for mix in singles:
-            hold_h, good = self._fresh_yield(mix, situation, watch.outlook(mix.need))
-            usd = mix.usd_per_hour * hold_h / good if good > 0 else math.inf
-            rows.append((usd, good / (3600 * hold_h) if good > 0 else 0.0))
+            hold_h, good, broken = self._fresh_yield(mix, situation, watch.outlook(mix.need))
+            usd = float(mix.usd_over(hold_h)) / good if good > 0 else math.inf
+            rows.append((usd, broken / max(hold_h, 1e-9)))
         good_rows = [i for i in sorted(range(len(rows)), key=lambda i: rows[i][0])
                      if rows[i][0] < cheapest_od.usd_per_sample]
+        nothing = MarketValue(math.inf, cheapest_od.usd_per_sample, fastest_od, 0.0, loss_h, 0.0)
         if not good_rows:
-            return MarketValue(math.inf, 0.0, cheapest_od.usd_per_sample, fastest_od)
+            return nothing
         needs = tuple(m.need for m in singles)
-        usd = samples = total_h = 0.0
+        usd = rate = up_h = total_h = 0.0
         for held, hours in watch.together(needs):
             total_h += hours
             first = next((i for i in good_rows if held[i]), None)
             if first is not None:
-                usd_per_sample, samples_per_s = rows[first]
-                samples += hours * samples_per_s
-                usd += hours * samples_per_s * usd_per_sample
-        if samples <= 0 or total_h <= 0:
-            return MarketValue(math.inf, 0.0, cheapest_od.usd_per_sample, fastest_od)
-        outage_h = 0.0
+                usd += hours * rows[first][0]
+                rate += hours * rows[first][1]
+                up_h += hours
+        if up_h <= 0:
+            return nothing
+        value = MarketValue(usd / up_h, cheapest_od.usd_per_sample, fastest_od, rate / up_h, loss_h,
+                            (total_h - up_h) / up_h)
         if not any(watch.holds(singles[i].need) for i in good_rows):
-            outage_h = watch.some_outlook(needs).expected_down_h(max(situation.deadline.hours_left, 0.0))
-        return MarketValue(usd / samples, samples / total_h, cheapest_od.usd_per_sample, fastest_od, outage_h,
-                           self.reserve_h)
+            return replace(value, outage_h=watch.some_outlook(needs).expected_down_h(max(d.hours_left, 0.0)))
+        # waiting a look while spot can be had: then, as the market usually is, the best entry at the start
+        # of a spell (the same estimate as entering now; nothing at all: the value of the work left)
+        later_h = d.hours_left - d.look_h
+        fresh = {i: self._spell_usd(singles[i], situation, watch.outlook(singles[i].need).fresh_survival, value,
+                                    d.restart_h, 0.0, later_h) for i in good_rows}
+        nothing_usd = float(value.work_usd(d.samples_left, later_h, d.restart_h))
+        total = weighted = 0.0
+        for held, hours in watch.together(needs):
+            weighted += hours * min((fresh[i] for i in good_rows if held[i]), default=nothing_usd)
+            total += hours
+        return replace(value, wait_usd=weighted / total)
 
-    def _fresh_yield(self, mix: Mix, situation: Situation, outlook) -> tuple[float, float]:  # noqa: ANN001
-        """Expected hours held and good samples of an entry at the start of a spell."""
+    def _fresh_yield(self, mix: Mix, situation: Situation, outlook) -> tuple[float, float, float]:  # noqa: ANN001
+        """Expected hours held, good samples, and the chance the spell breaks first, of an entry at the
+        start of a spell."""
         d = situation.deadline
         horizon_h = d.restart_h + d.samples_left / (3600 * mix.samples_per_s)
         mid, edges = self._grid(horizon_h)
@@ -217,7 +276,7 @@ class SpotPolicy:
         good = self._good(mix, mid, d.restart_h, 0.0, situation)
         hold_h = float(np.dot(ends, mid) + alive[-1] * horizon_h)
         samples = float(np.dot(ends, good) + alive[-1] * d.samples_left)
-        return hold_h, samples
+        return hold_h, samples, float(1 - alive[-1])
 
     def expected_usd(self, mix: Mix, situation: Situation, watch: MarketWatch, value: MarketValue | None, *,
                      entering: bool) -> float:
@@ -228,19 +287,27 @@ class SpotPolicy:
         phase_h = 0.0 if entering else situation.since_checkpoint_h
         horizon_h = restart_h + s / (3600 * mix.samples_per_s)
         if value is None:
-            return mix.usd_per_hour * horizon_h
+            return float(mix.usd_over(horizon_h))
         if mix.on_demand:  # through an outage of spot: a stint until spot is expected back; else to the end
             stint_h = max(d.look_h, value.outage_h, restart_h) if value.outage_h > 0 else horizon_h
             if stint_h >= horizon_h:
-                return mix.usd_per_hour * horizon_h
+                return float(mix.usd_over(horizon_h))
             trained = 3600 * mix.samples_per_s * max(0.0, stint_h - restart_h)
-            return mix.usd_per_hour * stint_h + float(value.work_usd(s - trained, h - stint_h, d.restart_h))
+            return float(mix.usd_over(stint_h)) + float(value.work_usd(s - trained, h - stint_h, d.restart_h))
+        return self._spell_usd(mix, situation, watch.outlook(mix.need).survival, value, restart_h, phase_h, h)
+
+    def _spell_usd(self, mix: Mix, situation: Situation, survival: Callable[[np.ndarray], np.ndarray],
+                   value: MarketValue, restart_h: float, phase_h: float, hours_left: float) -> float:
+        """``J`` of holding ``mix`` until its need breaks (``survival``) or the work is done."""
+        d = situation.deadline
+        s = d.samples_left
+        horizon_h = restart_h + s / (3600 * mix.samples_per_s)
         mid, edges = self._grid(horizon_h)
-        alive = watch.outlook(mix.need).survival(edges)
+        alive = survival(edges)
         ends = alive[:-1] - alive[1:]
         good = self._good(mix, mid, restart_h, phase_h, situation)
-        after = value.work_usd(s - good, h - mid, d.restart_h)
-        return float(np.dot(ends, mix.usd_per_hour * mid + after) + alive[-1] * mix.usd_per_hour * horizon_h)
+        after = value.work_usd(s - good, hours_left - mid, d.restart_h)
+        return float(np.dot(ends, mix.usd_over(mid) + after) + alive[-1] * mix.usd_over(horizon_h))
 
     def _grid(self, horizon_h: float) -> tuple[np.ndarray, np.ndarray]:
         edges = np.linspace(0.0, max(horizon_h, 1e-9), self.grid_points + 1)
@@ -258,10 +325,12 @@ class SpotPolicy:
         return 3600 * mix.samples_per_s * kept_h
 
 
-def fallback(deadline: Deadline, on_demand: Sequence[Mix], held: Mix | None) -> Mix:
-    """The on-demand gang to finish on: the one held if it finishes in time, else the cheapest that does
-    (restart counted), else the fastest."""
-    if held is not None and held.on_demand and deadline.reachable_on_demand(held.samples_per_s):
+def fallback(deadline: Deadline, on_demand: Sequence[Mix], held: Mix | None, restart_left_h: float = 0.0) -> Mix:
+    """The on-demand gang to finish on: the one held if it finishes in time (what is left of its restart
+    counted), else the cheapest that does (a restart counted), else the fastest."""
+    if held is not None and held.on_demand and held.samples_per_s > 0 and (
+            deadline.samples_left <= 0 or restart_left_h + deadline.samples_left / (3600 * held.samples_per_s)
+            <= deadline.hours_left + EPSILON_H):
         return held
     reach = [m for m in on_demand if deadline.reachable_on_demand(m.samples_per_s)]
     if reach:
@@ -272,12 +341,16 @@ def fallback(deadline: Deadline, on_demand: Sequence[Mix], held: Mix | None) -> 
 
 def gang_mixes(spot: Sequence[tuple[str, str, str, float]], on_demand: Sequence[tuple[str, str, float]], nodes: int,
                rate: Callable[[tuple[tuple[str, int], ...]], tuple[float, float]],
-               available: Callable[[str], int | None]) -> list[Mix]:
+               available: Callable[[str], int | None],
+               usual: Callable[[str], float | None] = lambda key: None,
+               reversion_h: Callable[[str], float] = lambda key: 1.0) -> list[Mix]:
     """The mixes a gang of ``nodes`` could hold now.
 
     ``spot``: per spot market ``(market key, offer id, region scope, $/h a node)``; ``on_demand``: per
     region ``(offer id, region scope, $/h a node)``; ``rate(nodes)``: samples/s and traffic $/h of a mix
-    (the perf model); ``available(key)``: nodes seen last (None: never seen). The mixes: the gang
+    (the perf model); ``available(key)``: nodes seen last (None: never seen); ``usual(key)``: the price a
+    spot market usually asks (None: not known), ``reversion_h(key)`` how long its prices take to return
+    to it. The mixes: the gang
     on-demand in each region; the gang on spot in each zone; where no zone holds it alone, the zones of
     a region filled cheapest first; a zone's spot nodes filled up with on-demand ones of its region."""
     out: dict[tuple[tuple[str, int], ...], Mix] = {}
@@ -292,7 +365,14 @@ def gang_mixes(spot: Sequence[tuple[str, str, str, float]], on_demand: Sequence[
             return
         samples_per_s, traffic = rate(items)
         usd = sum(n * (spot_price.get(o) if o in spot_price else od_price[o]) for o, n in items) + traffic
-        out[items] = Mix(items, usd, samples_per_s, need_of({key_of[o]: n for o, n in items if o in key_of}))
+        usual_usd = sum(n * (_usual(o) if o in spot_price else od_price[o]) for o, n in items) + traffic
+        keys = {key_of[o]: n for o, n in items if o in key_of}
+        out[items] = Mix(items, usd, samples_per_s, need_of(keys), usual_usd,
+                         max((reversion_h(k) for k in keys), default=1.0))
+
+    def _usual(offer: str) -> float:
+        price = usual(key_of[offer])
+        return spot_price[offer] if price is None else price
 
     for offer, _, _ in on_demand:
         add({offer: nodes})

@@ -34,6 +34,8 @@ AGE_EDGES_H = np.array([0.0, 1 / 6, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 1
 PRIOR_H = 1.0  # hours of prior exposure per age bin at the pooled rate
 PRIOR_EVENTS = 0.5  # pooled prior: half an event …
 PRIOR_EXPOSURE_H = 24.0  # … per day
+PRICE_MEMORY_H = 24.0  # the usual price of a market: its prices seen, weighted with this half-life
+PRICE_REVERSION_H = 1.0  # before a market's prices have moved: how long a deviation is expected to last
 
 Need = tuple[tuple[str, int], ...]  # ((market key, spot nodes), …) sorted
 
@@ -134,6 +136,43 @@ class Outlook:
 
 
 @dataclass
+class _PriceMemory:
+    """One market's prices: the last, the usual level (a geometric mean: a spike weighs as much as a dip of
+    the same factor), and the AR(1) fit of the log-price's deviation
+    from it (one sample per price seen: ``x_t = ln(p_t/μ)``, ``φ = Σ x_{t−1}x_t / Σ x_{t−1}²`` per step of
+    ``step_s``)."""
+
+    since_s: float
+    price: float
+    usual: float
+    step_s: float = 0.0
+    lagged: float = 0.0  # Σ x_{t−1}·x_t
+    squares: float = 0.0  # Σ x_{t−1}²
+    steps: int = 0
+
+    def see(self, at_s: float, price: float) -> None:
+        dt = max(0.0, at_s - self.since_s)
+        if dt <= 0:
+            self.price = price
+            return
+        before = math.log(max(self.price, 1e-12) / max(self.usual, 1e-12))
+        keep = 0.5 ** (dt / 3600 / PRICE_MEMORY_H)
+        self.usual = math.exp(keep * math.log(max(self.usual, 1e-12)) + (1 - keep) * math.log(max(self.price, 1e-12)))
+        now = math.log(max(price, 1e-12) / max(self.usual, 1e-12))
+        self.lagged += before * now
+        self.squares += before * before
+        self.steps += 1
+        self.step_s += (dt - self.step_s) / self.steps
+        self.since_s, self.price = at_s, price
+
+    def reversion_h(self) -> float:
+        if self.squares <= 1e-12 or self.step_s <= 0:
+            return PRICE_REVERSION_H
+        phi = min(max(self.lagged / self.squares, 1e-6), 0.999)
+        return min(max(self.step_s / 3600 / -math.log(phi), self.step_s / 3600), PRICE_MEMORY_H)
+
+
+@dataclass
 class _Shares:
     """Hours per combination of needs holding (``MarketWatch.together``)."""
 
@@ -198,6 +237,7 @@ class MarketWatch:
         self._shares: dict[tuple[Need, ...], _Shares] = {}
         self._changes = 0  # observations that changed something (outlooks are kept until the next)
         self._memo: dict[Need, tuple[float, int, Outlook]] = {}
+        self._prices: dict[str, _PriceMemory] = {}
         self._shares_by_key: dict[str, list[tuple[Need, ...]]] = {}
 
     @property
@@ -216,6 +256,27 @@ class MarketWatch:
             self._tracks[need].see(at_s, self._holds(need))
         for needs in self._shares_by_key.get(key, ()):
             self._shares[needs].see(at_s, tuple(self._holds(n) for n in needs))
+
+    def observe_price(self, key: str, at_s: float, usd_per_hour: float) -> None:
+        """A spot price seen at ``at_s`` (per node-hour); it holds until the next one."""
+        last = self._prices.get(key)
+        if last is None:
+            self._prices[key] = _PriceMemory(at_s, usd_per_hour, usd_per_hour)
+            return
+        last.see(at_s, usd_per_hour)
+
+    def usual_price(self, key: str) -> float | None:
+        """The price ``key`` usually asks: the geometric mean of its past prices, each for as long as it
+        held, weighted with a half-life of :data:`PRICE_MEMORY_H` (None: no price seen)."""
+        last = self._prices.get(key)
+        return None if last is None else last.usual
+
+    def reversion_h(self, key: str) -> float:
+        """How long a price of ``key`` away from its usual level takes to return (the e-folding time of
+        its log-price's deviation, fitted as an AR(1) on the prices seen; :data:`PRICE_REVERSION_H`
+        before any move is seen)."""
+        last = self._prices.get(key)
+        return PRICE_REVERSION_H if last is None else last.reversion_h()
 
     def keys(self) -> list[str]:
         """The markets seen so far."""

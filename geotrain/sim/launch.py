@@ -207,7 +207,8 @@ class SimLaunch:
                  world.price(z, Market.SPOT, price_tick)) for z in range(world.zones)]
         od = [(world.on_demand[z].offer_id, world.on_demand[z].location.region_scope,
                world.on_demand[z].price_usd_per_hour) for z in self._od_zones]
-        out = gang_mixes(spot, od, self.replay.job.nodes, self._rate, self.watch.available)
+        out = gang_mixes(spot, od, self.replay.job.nodes, self._rate, self.watch.available, self.watch.usual_price,
+                         self.watch.reversion_h)
         if self._plan_nodes and sum(self._plan_nodes.values()) >= self.replay.job.nodes:
             planned = self.mix_of(tuple(sorted(self._plan_nodes.items())))
             if planned not in out:
@@ -220,8 +221,15 @@ class SimLaunch:
         price_tick = min(self.replay.tick, world.market.ticks - 1)
         samples_per_s, traffic = self._rate(nodes)
         usd = traffic + sum(n * world.price(*self._where[o], price_tick) for o, n in nodes)
-        need = need_of({self._keys[self._where[o][0]]: n for o, n in nodes if self._where[o][1] == Market.SPOT.value})
-        return Mix(nodes, usd, samples_per_s, need)
+        usual = traffic + sum(n * self._usual(o, price_tick) for o, n in nodes)
+        keys = {self._keys[self._where[o][0]]: n for o, n in nodes if self._where[o][1] == Market.SPOT.value}
+        return Mix(nodes, usd, samples_per_s, need_of(keys), usual,
+                   max((self.watch.reversion_h(k) for k in keys), default=1.0))
+
+    def _usual(self, offer_id: str, tick: int) -> float:
+        z, market = self._where[offer_id]
+        price = self.watch.usual_price(self._keys[z]) if market == Market.SPOT.value else None
+        return self.replay.world.price(z, market, tick) if price is None else price
 
     def _rate(self, nodes: tuple[tuple[str, int], ...]) -> tuple[float, float]:
         placement = placement_of([self._where[o] for o, n in nodes for _ in range(n)])
@@ -244,8 +252,10 @@ class SimLaunch:
         """Probe every zone at this tick: what a launch there would get."""
         r = self.replay
         at_s = r.tick * r.tick_s
+        price_tick = min(r.tick, r.world.market.ticks - 1)
         for z, key in enumerate(self._keys):
             self.watch.observe(key, at_s, r.world.capacity(z, r.tick))
+            self.watch.observe_price(key, at_s, r.world.price(z, Market.SPOT, price_tick))
 
 
 def snapshot_at(replay: Replay, tick: int) -> PriceSnapshot:
@@ -275,8 +285,10 @@ class GeotrainPolicy:
 
     name = "geotrain"
 
-    def __init__(self, *, workdir: Path | None = None) -> None:
+    def __init__(self, *, workdir: Path | None = None, spot_policy: dict | None = None) -> None:
+        """``spot_policy``: keyword arguments of ``SpotPolicy`` (its constants; a benchmark tunes them)."""
         self.workdir = workdir
+        self.spot_policy = dict(spot_policy or {})
         self.notes: list[str] = []
         self._tmp = None
 
@@ -319,6 +331,7 @@ class GeotrainPolicy:
                           provider=provider.name, checkpoint_url=str(self.workdir), launcher_pid=0,
                           target_steps=None, options=launch_options.to_dict(), substitutions=())
         self.la = SimLaunch(replay, plan, ledger, launch_options, run_id, clock, provider)
+        self.la.spot_policy = SpotPolicy(**self.spot_policy)
         self.la.wanted = Counter()  # the spot policy decides the first mix too
         past = replay.tick
         for tick in range(past):  # the market's past: what a launcher watching it would have seen

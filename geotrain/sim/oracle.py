@@ -25,6 +25,9 @@ only over configurations available at ``t``. Never being preempted, the oracle l
 pays no checkpoint egress either (leaving a cost out keeps the bound). The unit ``u`` is a whole
 fraction of one tick of the job's one-zone gang (all such gangs train alike), so those ticks count
 exactly, and ``P = ⌊W/u⌋ ≈ units`` (default 20,000): only restart ticks and other mixes round.
+
+Beside each cost the DP carries the spot and on-demand node-hours of the path it comes from, so the
+oracle reports the node-hours of its schedule like the other policies (the last tick pro rata).
 """
 
 from __future__ import annotations
@@ -87,30 +90,45 @@ def oracle(world: World, *, start_tick: int = 0, extra: tuple[Placement, ...] = 
     K = len(configs)
     inf = np.inf
     V = np.full((K, A + 1, P + 1), inf)
+    # the node-hours of the path each cell's cost comes from: [..., 0] spot, [..., 1] on-demand
+    NH = np.zeros((K, A + 1, P + 1, 2))
     idle = np.full(P + 1, inf)
     idle[0] = 0.0
+    idle_nh = np.zeros((P + 1, 2))
     best = inf
     best_tick = None
+    best_nh = (0.0, 0.0)
     incs = np.array([[math.ceil(c.samples_per_s * effective[a] / unit - 1e-9) for a in range(A + 1)]
                      for c in configs], dtype=np.int64)
+    tick_h = tick_s / HOURS
+    nodes = [np.array([sum(1 for _, m in c.placement if m == Market.SPOT),
+                       sum(1 for _, m in c.placement if m != Market.SPOT)], dtype=float) for c in configs]
+    cols = np.arange(P + 1)
     for step in range(deadline_ticks):
         t = start_tick + step
-        M = np.minimum(idle, V.min(axis=(0, 1)))
+        flat = V.reshape(K * (A + 1), P + 1)
+        j = flat.argmin(axis=0)
+        lowest = flat[j, cols]
+        from_v = lowest < idle
+        M = np.where(from_v, lowest, idle)
+        MH = np.where(from_v[:, None], NH.reshape(K * (A + 1), P + 1, 2)[j, cols], idle_nh)
         new = np.full_like(V, inf)
+        new_nh = np.zeros_like(NH)
         for k, c in enumerate(configs):
             if t >= world.market.ticks and c.spot_need:
                 continue
             if any(n > world.capacity(z, t) for z, n in c.spot_need):
                 continue
             price = sum(world.price(z, m, t) for z, m in c.placement)
+            add_nh = nodes[k] * tick_h
             for a in range(A + 1):
-                source = M if a == 0 else V[k, a]
+                source, source_nh = (M, MH) if a == 0 else (V[k, a], NH[k, a])
                 inc = int(incs[k, a])
                 e = effective[a]
                 cost = (price * tick_s + c.traffic_usd_per_hour * e) / HOURS
                 target = min(a + 1, A)
                 if inc <= 0:
-                    np.minimum(new[k, target], source + cost, out=new[k, target])
+                    _relax(new[k, target], new_nh[k, target], source + cost, source_nh + add_nh)
                     continue
                 # finishing within this tick: pro rata
                 lo = max(0, P - inc)
@@ -124,14 +142,24 @@ def oracle(world: World, *, start_tick: int = 0, extra: tuple[Placement, ...] = 
                     m = float(done[i])
                     if m < best:  # it ends within this tick, after its restart part and its share of the rest
                         best, best_tick = m, step * tick_s + (tick_s - e) + float(frac[i]) * e
+                        best_nh = tuple(source_nh[lo + i] + add_nh * float(frac[i]))
                 if P - inc > 0:
-                    np.minimum(new[k, target, inc:P], source[:P - inc] + cost, out=new[k, target, inc:P])
-        V = new
-        idle = M
+                    _relax(new[k, target, inc:P], new_nh[k, target, inc:P], source[:P - inc] + cost,
+                           source_nh[:P - inc] + add_nh)
+        V, NH = new, new_nh
+        idle, idle_nh = M, MH
         idle[P] = inf
     notes = (f"{K} configurations, {P} work units, restart over {A} tick(s)",)
     if not math.isfinite(best):
         return Outcome("oracle", math.inf, math.inf, 0.0, 0.0, False, None, job.deadline_h, 0, 0, 0.0, 0.0,
                        time.perf_counter() - clock, None, ("no schedule finishes by the deadline",) + notes)
     return Outcome("oracle", best, best, 0.0, 0.0, True, best_tick / HOURS, job.deadline_h, 0, 0,
-                   0.0, 0.0, time.perf_counter() - clock, None, notes)
+                   float(best_nh[0]), float(best_nh[1]), time.perf_counter() - clock, None, notes)
+
+
+def _relax(value: np.ndarray, node_h: np.ndarray, candidate: np.ndarray, candidate_nh: np.ndarray) -> None:
+    """``value = min(value, candidate)`` in place, the node-hours following the cheaper path."""
+    better = candidate < value
+    if better.any():
+        value[better] = candidate[better]
+        node_h[better] = candidate_nh[better]
