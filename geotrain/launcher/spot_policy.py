@@ -25,7 +25,8 @@ the expected cost to finish, one step ahead:
   checkpoint at stake.
 - *Waiting* one look ``Δ``: ``V(S, H − Δ)``.
 
-The smallest expected cost wins; leaving the mix held must win by :data:`SWITCH_MARGIN` of it. A zone
+The smallest expected cost wins; leaving the mix held must win by :data:`SWITCH_MARGIN` of it, and
+waiting must win by as much over the best mix to enter. A zone
 that flapped is left alone while its young spells' hazard makes it dear, and taken again when its
 spells say it holds; a zone's price, its restarts and its lost work are in the same figure.
 """
@@ -186,20 +187,25 @@ class SpotPolicy:
         if value is not None and not behind:
             wait = value.wait_usd if value.wait_usd is not None else \
                 float(value.work_usd(s, h - max(d.look_h, value.outage_h), d.restart_h))
-        best = Decision(None, False, wait, "waiting for spot")
+        waiting = Decision(None, False, wait, "waiting for spot")
         stay = None
         if held is not None and (held.on_demand or holds(held.need)):
             cost = self.expected_usd(held, situation, watch, value, entering=False)
             stay = Decision(held, False, cost, "holding its gang")
+        entry = None
         for mix in mixes:
             if mix == held or mix.samples_per_s <= 0 or not (mix.on_demand or holds(mix.need)):
                 continue
             cost = self.expected_usd(mix, situation, watch, value, entering=True)
-            if cost < best.expected_usd:
-                best = Decision(mix, False, cost, "the least expected cost to finish")
-        if stay is not None and best.expected_usd >= stay.expected_usd * (1 - self.switch_margin):
+            if entry is None or cost < entry.expected_usd:
+                entry = Decision(mix, False, cost, "the least expected cost to finish")
+        # a change must win by the switch margin: leaving the gang held, and waiting over the best entry
+        # (estimates this close are noise, and each change spends a restart or a look of the margin)
+        if entry is None or waiting.expected_usd < entry.expected_usd * (1 - self.switch_margin):
+            entry = waiting
+        if stay is not None and entry.expected_usd >= stay.expected_usd * (1 - self.switch_margin):
             return stay
-        return best
+        return entry
 
     def reserve_h(self, hours_left):  # noqa: ANN001, ANN201 - hours, or an array of them
         """The margin the pace keeps with ``hours_left`` to go: ``λ·m₀·H/H₀`` (Uniform Progress, ``λ = 1``,
