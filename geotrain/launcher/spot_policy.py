@@ -26,7 +26,8 @@ the expected cost to finish, one step ahead:
 - *Waiting* one look ``Δ``: ``V(S, H − Δ)``.
 
 The smallest expected cost wins; leaving the mix held must win by :data:`SWITCH_MARGIN` of it, and
-waiting must win by as much over the best mix to enter. A zone
+waiting must win by :data:`WAIT_MARGIN` over the best mix to enter (closer estimates are noise, and a
+look of waiting spends margin that a policy asking again each look would spend again). A zone
 that flapped is left alone while its young spells' hazard makes it dear, and taken again when its
 spells say it holds; a zone's price, its restarts and its lost work are in the same figure.
 """
@@ -44,6 +45,7 @@ from geotrain.launcher.watch import MarketWatch, Need, need_of
 
 GRID_POINTS = 48  # where a need may break, between now and the end of the work
 SWITCH_MARGIN = 0.1  # leaving the mix held must save this share of its expected cost
+WAIT_MARGIN = 0.03  # waiting must save this share of the best entry's expected cost
 PACE = 1.0  # how closely the work follows the line from start to deadline (Uniform Progress: 1; 0: no pace)
 
 
@@ -199,9 +201,9 @@ class SpotPolicy:
             cost = self.expected_usd(mix, situation, watch, value, entering=True)
             if entry is None or cost < entry.expected_usd:
                 entry = Decision(mix, False, cost, "the least expected cost to finish")
-        # a change must win by the switch margin: leaving the gang held, and waiting over the best entry
-        # (estimates this close are noise, and each change spends a restart or a look of the margin)
-        if entry is None or waiting.expected_usd < entry.expected_usd * (1 - self.switch_margin):
+        # a change must win by a margin: leaving the gang held, and waiting over the best entry (estimates
+        # this close are noise, and each change spends a restart or a look of the margin)
+        if entry is None or waiting.expected_usd < entry.expected_usd * (1 - WAIT_MARGIN):
             entry = waiting
         if stay is not None and entry.expected_usd >= stay.expected_usd * (1 - self.switch_margin):
             return stay

@@ -97,6 +97,26 @@ def _cum_at(cum: np.ndarray, hazard: np.ndarray, ages_h: np.ndarray) -> np.ndarr
     return np.where(ages_h > AGE_EDGES_H[-1], beyond, inside)
 
 
+def _expected_rest_h(hazard: np.ndarray, age_h: float, horizon_h: float) -> float:
+    """``∫₀^h exp(−(Λ(a+x) − Λ(a))) dx`` for a hazard constant per age bin."""
+    upper = np.append(AGE_EDGES_H[1:], np.inf)
+    total, alive, at = 0.0, 1.0, age_h
+    end = age_h + max(0.0, horizon_h)
+    for b in range(len(AGE_EDGES_H)):
+        if upper[b] <= at:
+            continue
+        stop = min(upper[b], end)
+        if stop <= at:
+            break
+        rate, span = float(hazard[b]), stop - at
+        total += alive * (span if rate <= 1e-12 else (1 - math.exp(-rate * span)) / rate)
+        alive *= math.exp(-rate * span)
+        at = stop
+        if at >= end:
+            break
+    return total
+
+
 @dataclass(frozen=True, slots=True)
 class Outlook:
     """A need as the watch sees it now: up or down, since when, and what its spells say of the future."""
@@ -121,12 +141,11 @@ class Outlook:
         return self._survival(self.up_hazard, 0.0, ahead_h)
 
     def expected_down_h(self, horizon_h: float) -> float:
-        """The expected rest of the down spell in progress (0 when up), at most ``horizon_h``."""
+        """The expected rest of the down spell in progress (0 when up), at most ``horizon_h``: the integral
+        of its survival, exact for the piecewise constant hazard."""
         if self.up:
             return 0.0
-        grid = np.linspace(0.0, horizon_h, 65)
-        alive = self._survival(self.down_hazard, self.age_h, grid)
-        return float(np.sum((alive[1:] + alive[:-1]) / 2) * (grid[1] - grid[0]))
+        return _expected_rest_h(self.down_hazard, self.age_h, horizon_h)
 
     @staticmethod
     def _survival(hazard: np.ndarray, age_h: float, ahead_h: np.ndarray) -> np.ndarray:

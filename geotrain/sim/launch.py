@@ -146,7 +146,7 @@ class SimLaunch:
         self.preemptions = 0
         self.generation = 0
         self.clock = clock
-        self.watch = MarketWatch()
+        self.watch = MarketWatch(down_prior_h=options.block_s / 3600)  # the launcher's prior, as in a launch
         self.spot_policy = SpotPolicy()
         world = replay.world
         self._keys = [world.market.zones[z].key for z in range(world.zones)]
