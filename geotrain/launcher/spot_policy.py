@@ -110,7 +110,7 @@ class MarketValue:
     loss_h: float  # L: the margin one loss spends (a restart, half a checkpoint interval, half a look)
     waiting_share: float  # w: hours of margin spent waiting per hour of spot, while no spot can be had
     outage_h: float = 0.0  # the expected rest of an outage of every spot mix (0: one holds now)
-    wait_usd: float | None = None  # waiting a look while spot can be had (None: ``work_usd`` after the outage)
+    wait_usd: float = math.inf  # waiting for a spot mix that is down now (inf: none to wait for)
 
     def work_usd(self, samples: np.ndarray | float, hours_left: np.ndarray | float, restart_h: float) -> np.ndarray:
         """``V(S, H) = S·(q·c_s + (1 − q)·c_od)``: spot trains until the margin cannot pay for one more
@@ -185,10 +185,7 @@ class SpotPolicy:
         held = situation.held
         if held is not None and held.on_demand and d.margin_h() < self.reserve_h(h) + d.restart_h:
             return Decision(held, False, math.nan, "on-demand until a restart's worth ahead of the pace")
-        wait = math.inf
-        if value is not None and not behind:
-            wait = value.wait_usd if value.wait_usd is not None else \
-                float(value.work_usd(s, h - max(d.look_h, value.outage_h), d.restart_h))
+        wait = value.wait_usd if value is not None and not behind else math.inf
         waiting = Decision(None, False, wait, "waiting for spot")
         stay = None
         if held is not None and (held.on_demand or holds(held.need)):
@@ -260,18 +257,18 @@ class SpotPolicy:
         value = MarketValue(usd / up_h, cheapest_od.usd_per_sample, fastest_od, rate / up_h, loss_h,
                             (total_h - up_h) / up_h)
         if not any(watch.holds(singles[i].need) for i in good_rows):
-            return replace(value, outage_h=watch.some_outlook(needs).expected_down_h(max(d.hours_left, 0.0)))
-        # waiting a look while spot can be had: then, as the market usually is, the best entry at the start
-        # of a spell (the same estimate as entering now; nothing at all: the value of the work left)
-        later_h = d.hours_left - d.look_h
-        fresh = {i: self._spell_usd(singles[i], situation, watch.outlook(singles[i].need).fresh_survival, value,
-                                    d.restart_h, 0.0, later_h) for i in good_rows}
-        nothing_usd = float(value.work_usd(d.samples_left, later_h, d.restart_h))
-        total = weighted = 0.0
-        for held, hours in watch.together(needs):
-            weighted += hours * min((fresh[i] for i in good_rows if held[i]), default=nothing_usd)
-            total += hours
-        return replace(value, wait_usd=weighted / total)
+            value = replace(value, outage_h=watch.some_outlook(needs).expected_down_h(max(d.hours_left, 0.0)))
+        # waiting for a spot mix that is down now: until its down spell is expected to end (at least a look),
+        # then entering it at the start of its spell; none down: nothing to wait for
+        wait = math.inf
+        for i in good_rows:
+            outlook = watch.outlook(singles[i].need)
+            if outlook.up:
+                continue
+            back_h = max(d.look_h, outlook.expected_down_h(max(d.hours_left, 0.0)))
+            wait = min(wait, self._spell_usd(singles[i], situation, outlook.fresh_survival, value, d.restart_h,
+                                             0.0, d.hours_left - back_h))
+        return replace(value, wait_usd=wait)
 
     def _fresh_yield(self, mix: Mix, situation: Situation, outlook) -> tuple[float, float, float]:  # noqa: ANN001
         """Expected hours held, good samples, and the chance the spell breaks first, of an entry at the
