@@ -36,7 +36,7 @@ def launch(
     preempt_trace: Path = typer.Option(None, "--preempt-trace", help="Inject preemptions from a trace file."),
     preempt_at: str = typer.Option(None, "--preempt-at", help="Inject preemptions at these seconds, e.g. 10,25."),
     notice: float = typer.Option(0.0, "--notice", callback=finite(0, 86_400), help="Seconds of notice before an injected preemption."),
-    block_min: float = typer.Option(10.0, "--block-min", callback=finite(0, 525_600), help="Minutes a preempted zone is left out."),
+    block_min: float = typer.Option(10.0, "--block-min", callback=finite(0, 525_600), help="Minutes a preempted zone is left out before its own down spells are known (then: the expected rest of its down spell)."),
     max_restarts: int = typer.Option(3, "--max-restarts", min=0, max=10_000, help="Worker failures (not preemptions) allowed."),
     max_spend_usd: float = typer.Option(None, "--max-spend-usd", callback=finite(0, 1e9),
                                         help="Stop when the run has cost this many dollars in all."),

@@ -174,3 +174,56 @@ def test_a_cheap_zone_that_flaps_is_left_alone_while_up_s_keeps_losing_gangs_the
     assert geo.deadline_met and geo.preemptions == 0
     assert ups.preemptions >= 5
     assert geo.usd < ups.usd
+
+
+# -- 4. a launch steers by the same rule ---------------------------------------------------------------------
+
+
+class _Cloud:
+    """A provider with nothing running (what the steering reads of it)."""
+
+    name = "aws"
+    providers = frozenset({"aws"})
+
+    def __init__(self) -> None:
+        from geotrain.providers.base import Capabilities
+
+        self.capabilities = Capabilities(spot=True, notice_s=120, preemption_injection=False)
+
+    def list(self, run_id=None):  # noqa: ANN001, ANN201
+        return []
+
+
+@pytest.mark.parametrize("slack", [3.0, 1.0])
+def test_a_launch_with_a_deadline_is_steered_by_the_same_net(tmp_path, monkeypatch, slack):
+    from geotrain.domain import Constraints, JobSpec, Objective
+    from geotrain.launcher.loop import Launcher
+    from geotrain.launcher.options import LaunchOptions
+    from geotrain.launcher.replanning import keep_the_deadline
+    from geotrain.ledger import EventKind
+    from geotrain.planning.planner import PlanOptions, make_plan
+    from geotrain.pricing.snapshot import bundled_snapshot
+
+    monkeypatch.setenv("GEOTRAIN_HOME", str(tmp_path / "home"))
+    rates = tmp_path / "rates.csv"
+    rates.write_text("workload,accelerator,samples_per_s\ntiny-cnn,T4,1000\n")
+    job = JobSpec("d", "tiny-cnn", Objective.MIN_COST_BY_DEADLINE, total_samples=36_000_000, deadline_h=100.0,
+                  rates_file=str(rates), constraints=Constraints(node_count=2, clouds=frozenset({"aws"}),
+                                                                 accelerators=frozenset({"T4"})))
+    plan = make_plan(job, bundled_snapshot(), options=PlanOptions(frontier_points=0))
+    launcher = Launcher(plan, _Cloud(), options=LaunchOptions(block_s=300))
+    run_id = launcher.start()
+    od = max(m.samples_per_s for m in launcher.mixes() if m.on_demand)
+    need_h = plan.recovery_h + job.total_samples / (3600 * od) + plan.recovery_h * plan.totals.samples_per_s / od
+    launcher.plan = replace(plan, job=replace(job, deadline_h=need_h * slack))
+    deadline = launcher.remaining()
+    assert deadline.on_demand_samples_per_s == od
+    assert (deadline.rule() is MarketRule.SPOT) == (slack > 1)
+    changed = keep_the_deadline(launcher)  # the spot policy decides at the launcher's look
+    markets = {launcher.offers[o].market.value for o in launcher.wanted}
+    assert markets == ({"spot"} if slack > 1 else {"on_demand"}) and sum(launcher.wanted.values()) == 2
+    events = launcher.ledger.events(run_id, kinds=(EventKind.REPLANNED,))
+    if slack <= 1:  # the net: on-demand, recorded as the spot policy's decision
+        assert changed and events[-1].detail["by"] == "spot policy" and events[-1].detail["committed"]
+    else:
+        assert not changed or not events[-1].detail["committed"]
