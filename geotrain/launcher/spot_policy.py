@@ -3,33 +3,43 @@
 One decision, made at every look of the launcher (and every tick of a replay), over the *mixes* the
 job could hold: a whole gang of spot nodes in one zone, the gang spread over zones that each hold part
 of it, a zone's spot nodes filled up with on-demand ones, the gang on on-demand nodes. A mix costs
-``π`` $/h (its nodes at today's prices and its training traffic) and trains ``r`` samples/s (the perf
-model); its spot nodes are a *need* of the :class:`~geotrain.launcher.watch.MarketWatch`, which says
-how likely the need is to hold ``x`` more hours (``P(X > x)``, from the zones' own past spells).
+``π`` $/h (its nodes at the current prices, returning to their usual level over the market's fitted
+reversion time; plus its training traffic) and trains ``r`` samples/s (the perf model); its spot nodes
+are a *need* of the :class:`~geotrain.launcher.watch.MarketWatch`, which says how likely the need is
+to hold ``x`` more hours (``P(X > x)``, from the zones' own past spells, at the spell's age).
 
 **The safety net first** (``launcher.deadline``): once its margin is spent the run buys the cheapest
 on-demand gang that still finishes in time and stays there. Inside the margin the policy minimises
-the expected cost to finish, one step ahead:
+the expected cost to finish, one step ahead (``S`` samples and ``H`` hours left, ``R`` a restart,
+``Δ`` a look, ``C`` the checkpoint interval):
 
-- *The value of work left.* ``S`` samples with ``H`` hours left will cost ``V(S, H) = S·(q·c_s + (1−q)·c_od)``:
-  ``c_od`` $/sample on on-demand; ``c_s`` the expected $/good sample of spot when it is next taken and
-  ``ρ`` the good samples/s spot yields on average over time (both from the market: the one-zone mixes
-  in order of their expected cost per good sample, each taken when the cheaper ones are down, with the
-  share of time it was up); ``q = min(1, ρ·m/((1 − ρ/r_od)·S))`` the share of the work spot can still
-  do within the margin ``m = H − R − S/r_od`` before the on-demand gang is due.
-- *Entering a mix* ``k`` (a restart ``R``; a change the run makes checkpoints first) held until its
-  need breaks at ``X`` or the work is done: ``J_k = E[π·min(X, R + S/r) + V(S − g(X), H − X)]``, with
-  ``g(X) = r·C·⌊(X − R)/C⌋`` the work that reached a checkpoint (every ``C`` hours of training; all
-  of it with a notice long enough to write one).
+- *The value of the work left.* ``V(S, H) = S·(q·c_s + (1 − q)·c_od)``: ``c_od`` $/sample on
+  on-demand; ``c_s`` $/good sample of spot and ``λ`` the gangs it loses per hour held, both as the
+  market usually is (over the time watched, at each moment the one-zone mix then up that is cheapest
+  per good sample when entered at the start of its spell); ``q`` the share of the work spot does before
+  the margin ``m = H − R − S/r_od`` cannot pay for one more loss: with ``T = S/r_od``, ``w`` the hours
+  spent waiting per hour of spot (the time no such mix was up), ``L = R + C/2 + Δ/2`` the margin one
+  loss spends and ``k = (m − w·T)/L`` the losses it pays for,
+  ``q = E[min(T, τ_{k+1})]/T = (1/(λT))·Σ_{j≤k} P(N(λT) > j)`` (``N`` Poisson, ``τ_{k+1}`` the time of the
+  loss that spends the margin; linear between whole ``k``).
+- *Entering a mix* (a restart; a change the run makes checkpoints first), held until its need breaks
+  at ``X`` or the work is done: ``J = E[cost(min(X, R + S/r)) + V(S − g(X), H − X)]``, with
+  ``g(X) = r·C·⌊(X − R)/C⌋`` the work that reached a checkpoint (all of it with a notice long enough to
+  write one).
 - *Staying* in the mix held: the same, without the restart and with the work since its last
   checkpoint at stake.
-- *Waiting* one look ``Δ``: ``V(S, H − Δ)``.
+- *Waiting* for a spot mix that is down now until its down spell is expected to end (at least a look),
+  then entering it at the start of its spell: the same ``J`` at ``H`` less that wait.
+- *An on-demand stint* while every spot mix is down, for the outage's expected rest ``W``:
+  ``cost(W) + V(S − r_od·(W − R), H − W)``; while spot is up, on-demand to the end.
 
 The smallest expected cost wins; leaving the mix held must win by :data:`SWITCH_MARGIN` of it, and
 waiting must win by :data:`WAIT_MARGIN` over the best mix to enter (closer estimates are noise, and a
-look of waiting spends margin that a policy asking again each look would spend again). A zone
-that flapped is left alone while its young spells' hazard makes it dear, and taken again when its
-spells say it holds; a zone's price, its restarts and its lost work are in the same figure.
+look of waiting spends margin that a policy asking again each look would spend again). A *pace*
+(:data:`PACE`, Uniform Progress's line) keeps ``λ_p·m₀·H/H₀`` of the first margin ``m₀``: behind it the
+run does not wait, and an on-demand gang it holds stays until a restart's worth ahead. A zone that
+flapped is left alone while its young spells' hazard makes it dear, and taken again when its spells
+say it holds; a zone's price, its restarts and its lost work are in the same figure.
 """
 
 from __future__ import annotations
@@ -164,7 +174,8 @@ class SpotPolicy:
         self.grid_points = grid_points
         self.pace = pace
         self.committed = False
-        self._paced: tuple[float, float] | None = None  # (samples left, hours left) at the first decision
+        self._paced: tuple[float, float] | None = None  # (margin, hours left) at the first decision
+        self._unit: tuple[np.ndarray, np.ndarray] | None = None  # the grid of a horizon of 1 h
 
     def decide(self, situation: Situation, mixes: Sequence[Mix], watch: MarketWatch,
                holds: Callable[[Need], bool] | None = None) -> Decision:
@@ -178,7 +189,7 @@ class SpotPolicy:
             return Decision(mix, True, mix.usd_per_hour * (d.restart_h + d.samples_left / (3600 * mix.samples_per_s)),
                             f"the deadline's margin is spent ({d.margin_h():.2f} h): on-demand to the end")
         value = self.market_value(situation, mixes, watch)
-        s, h = d.samples_left, d.hours_left
+        h = d.hours_left
         if self._paced is None:  # the first decision: the margin to pace over the hours to the deadline
             self._paced = (max(0.0, d.margin_h()), max(h, 1e-9))
         behind = d.margin_h() < self.reserve_h(h)
@@ -315,8 +326,11 @@ class SpotPolicy:
         return float(np.dot(ends, mix.usd_over(mid) + after) + alive[-1] * mix.usd_over(horizon_h))
 
     def _grid(self, horizon_h: float) -> tuple[np.ndarray, np.ndarray]:
-        edges = np.linspace(0.0, max(horizon_h, 1e-9), self.grid_points + 1)
-        return (edges[1:] + edges[:-1]) / 2, edges
+        if self._unit is None:
+            edges = np.linspace(0.0, 1.0, self.grid_points + 1)
+            self._unit = ((edges[1:] + edges[:-1]) / 2, edges)
+        scale = max(horizon_h, 1e-9)
+        return self._unit[0] * scale, self._unit[1] * scale
 
     @staticmethod
     def _good(mix: Mix, held_h: np.ndarray, restart_h: float, phase_h: float, situation: Situation) -> np.ndarray:
@@ -357,7 +371,9 @@ def gang_mixes(spot: Sequence[tuple[str, str, str, float]], on_demand: Sequence[
     spot market usually asks (None: not known), ``reversion_h(key)`` how long its prices take to return
     to it. The mixes: the gang
     on-demand in each region; the gang on spot in each zone; where no zone holds it alone, the zones of
-    a region filled cheapest first; a zone's spot nodes filled up with on-demand ones of its region."""
+    a region filled cheapest first, and the zones of any region so (the perf model prices the traffic
+    and the slower rounds of a gang spread over regions); a zone's spot nodes filled up with on-demand
+    ones of its region."""
     out: dict[tuple[tuple[str, int], ...], Mix] = {}
     od_of_region = {region: (offer, price) for offer, region, price in on_demand}
     od_price = {offer: price for offer, _, price in on_demand}
@@ -389,15 +405,20 @@ def gang_mixes(spot: Sequence[tuple[str, str, str, float]], on_demand: Sequence[
             by_region.setdefault(region, []).append((price, offer, seen))
             if region in od_of_region:
                 add({offer: seen, od_of_region[region][0]: nodes - seen})
-    for region, zones in by_region.items():
-        zones.sort()
-        counts, left = {}, nodes
-        for _, offer, seen in zones[:3]:
-            take = min(seen, left)
-            counts[offer] = take
-            left -= take
-            if left == 0:
-                break
-        if left == 0 and len(counts) > 1:
+    for zones in [*by_region.values(), [z for zs in by_region.values() for z in zs]]:  # each region, then any
+        counts = _fill(sorted(zones), nodes)
+        if counts is not None and len(counts) > 1:
             add(counts)
     return list(out.values())
+
+
+def _fill(zones: list[tuple[float, str, int]], nodes: int) -> dict[str, int] | None:
+    """``nodes`` from at most three zones ``(price, offer, nodes seen)``, cheapest first (None: they fall short)."""
+    counts, left = {}, nodes
+    for _, offer, seen in zones[:3]:
+        take = min(seen, left)
+        counts[offer] = take
+        left -= take
+        if left == 0:
+            return counts
+    return None

@@ -126,6 +126,10 @@ class Outlook:
     up_share: float  # of the time observed (a prior of one half before anything is seen)
     up_hazard: np.ndarray  # per age bin, per hour
     down_hazard: np.ndarray
+    _up_cum: np.ndarray = field(init=False, repr=False)  # Λ at the bin edges (kept: asked for many times)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_up_cum", _cumulative(self.up_hazard))
 
     def survival(self, ahead_h: np.ndarray) -> np.ndarray:
         """The chance that the up spell in progress lasts ``ahead_h`` more hours (0 when down; as a fresh
@@ -134,11 +138,17 @@ class Outlook:
             return self.fresh_survival(ahead_h)
         if not self.up:
             return np.zeros_like(ahead_h, dtype=float)
-        return self._survival(self.up_hazard, self.age_h, ahead_h)
+        return self.survival_from(self.age_h, ahead_h)
 
     def fresh_survival(self, ahead_h: np.ndarray) -> np.ndarray:
         """The chance that an up spell lasts ``ahead_h`` hours from its start (age 0)."""
-        return self._survival(self.up_hazard, 0.0, ahead_h)
+        return self.survival_from(0.0, ahead_h)
+
+    def survival_from(self, age_h: float, ahead_h: np.ndarray) -> np.ndarray:
+        """The chance that an up spell of age ``age_h`` lasts ``ahead_h`` more hours."""
+        cum, hazard = self._up_cum, self.up_hazard
+        start = _cum_at(cum, hazard, np.array([age_h]))[0]
+        return np.exp(-(_cum_at(cum, hazard, age_h + np.asarray(ahead_h, dtype=float)) - start))
 
     def expected_down_h(self, horizon_h: float) -> float:
         """The expected rest of the down spell in progress (0 when up), at most ``horizon_h``: the integral
@@ -146,12 +156,6 @@ class Outlook:
         if self.up:
             return 0.0
         return _expected_rest_h(self.down_hazard, self.age_h, horizon_h)
-
-    @staticmethod
-    def _survival(hazard: np.ndarray, age_h: float, ahead_h: np.ndarray) -> np.ndarray:
-        cum = _cumulative(hazard)
-        start = _cum_at(cum, hazard, np.array([age_h]))[0]
-        return np.exp(-(_cum_at(cum, hazard, age_h + np.asarray(ahead_h, dtype=float)) - start))
 
 
 @dataclass

@@ -19,7 +19,6 @@ from hypothesis import strategies as st
 
 from geotrain.domain import Continent, Location
 from geotrain.domain import Market as Mkt
-from geotrain.errors import InputError
 from geotrain.ledger import EventKind
 from geotrain.sim.compare import POLICIES, compare
 from geotrain.sim.engine import Replay
