@@ -250,22 +250,27 @@ def report(sets: list[Set], slacks: list[float], cells: dict, regions_of: dict[i
 
 
 def speed() -> None:
-    """A 16-gang, 14-day replay of geotrain's policy (target < 10 s), and of up-s."""
+    """A 16-gang, 14-day replay of geotrain's policy (target < 10 s), and of up-s: the GCP H100 probes (13
+    zones) where ../shared/data is present, and the generated 16-gang market."""
     from geotrain.sim.engine import Replay
     from geotrain.sim.launch import GeotrainPolicy
+    from geotrain.sim.markets import GRID
     from geotrain.sim.policies import baseline
 
-    s = Set("speed", "generated", None, "resnet50", 16, 0.0, 0.0)
-    from geotrain.sim.markets import GRID
-
     spec = next(g for g in GRID if g.capacity == 16)
-    s = Set("speed: 16-gang, 14 days", "generated", spec, "resnet50", 16, 16 * 24 * 13.5, 0.0, spec.tick_s)
-    world = world_of(s, 13.9 * 24 / (24 * 13.5), 0)
-    for name, policy in (("up-s", baseline("up-s")), ("geotrain", GeotrainPolicy())):
-        out = Replay(world, record=False).run(policy)
-        print(f"speed: {world.zones} zones x {world.market.hours / 24:.0f} days at {world.market.tick_s:g}-s ticks, "
-              f"16-gang, {name}: {out.run_s:.2f} s (target < 10 s), {out.preemptions} preemptions, "
-              f"finished {out.completion_h:.0f} h" if out.completion_h else "unfinished")
+    cases = [Set("generated 16-gang", "generated", spec, "resnet50", 16, 16 * 24 * 13.0, 0.0, spec.tick_s)]
+    if DATA.is_dir():
+        probes = ([DATA / "skynomad/gcp_h100_16x_probe_counts.csv"], {})
+        cases += [Set(f"gcp-h100 probes, {p} prices", "trace", probes, "resnet50", 16, 16 * 24 * 13.0, 0.0, 600.0, p)
+                  for p in ("trace", "catalog")]
+    for case in cases:
+        world = world_of(case, (14 * 24 - 1) / (24 * 13.0), 0)
+        for name, policy in (("up-s", baseline("up-s")), ("geotrain", GeotrainPolicy())):
+            out = Replay(world, record=False).run(policy)
+            done = f"finished at {out.completion_h:.0f} h" if out.completion_h else "unfinished"
+            print(f"speed: {case.name}, {world.zones} zones x {world.market.hours / 24:.0f} days at "
+                  f"{world.market.tick_s:g}-s ticks, {name}: {out.run_s:.2f} s (target < 10 s), "
+                  f"{out.preemptions} preemptions, {done}")
     sys.stdout.flush()
 
 

@@ -66,7 +66,7 @@ def deadline_world(spec: MarketSpec, seed: int, job: dict, slack: float, start_s
     return world, int(start_share * market.ticks)
 
 
-@settings(max_examples=20, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=60, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
 @given(deadline_cases())
 def test_geotrain_meets_every_deadline_an_on_demand_gang_could_meet(case):
     world, start = deadline_world(*case)
