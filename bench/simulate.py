@@ -39,7 +39,7 @@ DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 SLACKS = (1.1, 1.5, 2.0)
 VARIANTS: dict[str, dict] = {  # geotrain's tunable constants: one entry per candidate
     f"pace={pace:g},switch={switch:g}": {"pace": pace, "switch_margin": switch}
-    for pace in (0.0, 0.5, 1.0) for switch in (0.1, 0.25)
+    for pace in (0.5, 1.0, 1.5) for switch in (0.1, 0.25)
 }
 BASELINES = ("on-demand", "greedy", "up", "up-s")
 

@@ -54,7 +54,7 @@ from geotrain.launcher.deadline import EPSILON_H, Deadline, MarketRule
 from geotrain.launcher.watch import MarketWatch, Need, need_of
 
 GRID_POINTS = 48  # where a need may break, between now and the end of the work
-SWITCH_MARGIN = 0.1  # leaving the mix held must save this share of its expected cost
+SWITCH_MARGIN = 0.25  # leaving the mix held must save this share of its expected cost
 WAIT_MARGIN = 0.03  # waiting must save this share of the best entry's expected cost
 PACE = 1.0  # how closely the work follows the line from start to deadline (Uniform Progress: 1; 0: no pace)
 
