@@ -41,6 +41,7 @@ bench: $(VENV)/.test-installed
 	$(BIN)/python bench/startup.py
 	$(BIN)/python bench/perf_model.py
 	$(BIN)/python bench/plan.py
+	$(BIN)/python bench/planner.py
 	$(BIN)/python bench/launch.py
 	$(BIN)/python bench/plan_vs_actual.py
 	$(BIN)/python bench/chaos.py

@@ -458,6 +458,8 @@ class SolverReport:
     total_s: float = 0.0  # all of planning, as the user waits for it (0: not measured)
     frontier_s: float = 0.0
     baselines_s: float = 0.0
+    bound: float | None = None  # no admissible mix beats this, in bound_unit (the certificate of gap)
+    bound_unit: str = ""  # usd_per_hour | samples_per_s | usd_per_million_samples
 
 
 class BaselineKind(StrEnum):
@@ -557,6 +559,7 @@ class Plan:
     completion: Completion | None = None  # the job gives total_samples: when they are trained, at what cost
     budget_use: BudgetUse | None = None  # the job has a budget: what is left of it, and why
     misses: tuple[str, ...] = ()  # goals a given mix misses (planned anyway: --allow-below-target)
+    tradeoff: str = ""  # a homogeneous plan: what binds a mix that spreads further (``planning.tradeoff``)
 
     def fallbacks_for(self, zone_scope: str) -> list[Fallback]:
         return [f for f in self.fallbacks if f.replaces == zone_scope]

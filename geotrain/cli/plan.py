@@ -270,11 +270,13 @@ def render(plan, *, output: Path | None, plot: Path | None) -> None:  # noqa: AN
             f"{', '.join(sorted({o.location.zone_scope for _, o in f.moves}))} ({usd(f.usd_per_hour, 3)}/h, "
             f"{f.samples_per_s:,.0f}/s, chance {f.launch_chance:.0%})" for f in plan.fallbacks_for(zone))
         out.print(f"fallback       without {zone}: {options}")
+    if plan.tradeoff:
+        out.print(f"one choice     {plan.tradeoff}")
     if plan.frontier:
         points = ", ".join(f"{sps:,.0f}/s for {usd(cost, 2)}/h" for sps, cost in plan.frontier)
         out.print(f"frontier       {points}")
     s = plan.solver
-    out.print(f"solver         {s.status} (gap {s.gap:.2%}), {s.solves} MIP solves in {s.wall_s:.2f} s, "
+    out.print(f"solver         {s.status} (gap {s.gap:.2%}{_bound_words(s)}), {s.solves} MIP solves in {s.wall_s:.2f} s, "
               f"{s.candidates} candidates ({s.dominated} dominated offers dropped), {s.backend}")
     if s.total_s:
         out.print(f"time           planning took {s.total_s:.2f} s in all: the search {s.wall_s:.2f} s, the frontier "
@@ -282,6 +284,19 @@ def render(plan, *, output: Path | None, plot: Path | None) -> None:  # noqa: AN
     for line in plan.assumptions:
         out.print(f"assumption     {line}")
     _wrote(out, plan, output, plot)
+
+
+def _bound_words(s) -> str:  # noqa: ANN001
+    """What certifies the gap: the bound no mix that keeps the limits can beat."""
+    if s.bound is None:
+        return ""
+    if s.bound_unit == "usd_per_hour":
+        return f"; no mix meeting the goal costs less than {usd(s.bound, 3)}/h"
+    if s.bound_unit == "samples_per_s":
+        return f"; no mix within the limits trains faster than {s.bound:,.1f} samples/s"
+    if s.bound_unit == "usd_per_million_samples":
+        return f"; no mix within the limits trains for less than {usd(s.bound, 3)} per 1M samples"
+    return ""
 
 
 def _wrote(out, plan, output: Path | None, plot: Path | None) -> None:  # noqa: ANN001

@@ -68,6 +68,7 @@ def plan_to_dict(plan: Plan) -> dict[str, Any]:
             "candidates": plan.solver.candidates, "dominated": plan.solver.dominated,
             "total_s": plan.solver.total_s, "frontier_s": plan.solver.frontier_s,
             "baselines_s": plan.solver.baselines_s,
+            "bound": plan.solver.bound, "bound_unit": plan.solver.bound_unit,
         },
         "frontier": [list(point) for point in plan.frontier],
         "baselines": [{
@@ -86,6 +87,7 @@ def plan_to_dict(plan: Plan) -> dict[str, Any]:
         "budget": _budget_dict(plan.budget_use),
         "misses": list(plan.misses),
         "assumptions": list(plan.assumptions),
+        "tradeoff": plan.tradeoff,
     }
 
 
@@ -212,6 +214,7 @@ def plan_from_dict(data: Mapping[str, Any], origin: str) -> Plan:
             dominated=solver.whole("dominated", 0, minimum=0),
             total_s=solver.number("total_s", 0.0, minimum=0), frontier_s=solver.number("frontier_s", 0.0, minimum=0),
             baselines_s=solver.number("baselines_s", 0.0, minimum=0),
+            bound=solver.number("bound", None, minimum=0), bound_unit=solver.text("bound_unit", ""),
         ),
         recovery_h=options.number("recovery_h", minimum=0),
         provider=options.text("provider", None),
@@ -220,6 +223,7 @@ def plan_from_dict(data: Mapping[str, Any], origin: str) -> Plan:
         assumptions=_assumptions(data.get("assumptions"), origin),
         completion=_completion(top), budget_use=_budget(top),
         misses=_texts(data.get("misses"), origin, "misses"),
+        tradeoff=top.text("tradeoff", ""),
     )
     return plan
 

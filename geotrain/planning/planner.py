@@ -145,7 +145,16 @@ def make_plan(job: JobSpec, snapshot: PriceSnapshot, *, inventory: Inventory | N
                         describe=lambda counts: bottleneck_words(ctx.problem.referee.estimate(counts)))
     timing = replace(plan.solver, total_s=time.perf_counter() - started, frontier_s=frontier_s,
                      baselines_s=baselines_s)
-    return replace(plan, solver=timing, assumptions=plan.assumptions + notes, budget_use=use)
+    return replace(plan, solver=timing, assumptions=plan.assumptions + notes, budget_use=use,
+                   tradeoff=tradeoff_of(ctx, groups))
+
+
+def tradeoff_of(ctx: PlanningContext, groups: list[NodeGroup]) -> str:
+    from geotrain.planning.tradeoff import why_homogeneous
+
+    if ctx.options.provider == LOCAL_PROVIDER:
+        return ""  # every offer trains at this machine's rate: a trade-off would say nothing of the clouds
+    return why_homogeneous(ctx, groups) or ""
 
 
 def with_fallbacks(ctx: PlanningContext, plan: Plan, groups: list[NodeGroup]) -> Plan:
@@ -413,7 +422,7 @@ def assemble(ctx: PlanningContext, snapshot: PriceSnapshot, result: SearchResult
     solver = SolverReport(
         objective=ctx.job.objective, status=result.status.value, gap=result.gap, wall_s=result.wall_s,
         solves=result.solves, backend=ctx.options.backend, candidates=len(ctx.problem.candidates),
-        dominated=ctx.candidates.dominated,
+        dominated=ctx.candidates.dominated, bound=result.bound, bound_unit=result.bound_unit,
     )
     created = datetime.now(timezone.utc).replace(microsecond=0)
     assumptions = assumptions_of(ctx, estimate)

@@ -45,3 +45,5 @@ class SearchResult:
     wall_s: float
     solves: int
     frontier: tuple[tuple[float, float], ...] = field(default_factory=tuple)  # (samples/s, $/h)
+    bound: float | None = None  # what no admissible mix beats, in ``bound_unit``: the certificate of ``gap``
+    bound_unit: str = ""  # usd_per_hour (min_cost), samples_per_s (max_throughput), usd_per_million_samples

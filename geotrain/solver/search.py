@@ -38,10 +38,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from geotrain.solver import semantics
+from geotrain.solver.local import Goal, LocalSearch, score
 from geotrain.solver.model import DEFAULT_TOLERANCE, TargetModel
-from geotrain.solver.problem import Problem
+from geotrain.solver.problem import Evaluation, Problem
 from geotrain.solver.result import SearchResult, Solution, SolveStatus
 
+POLISH_STARTS = 3  # local search starts: the best known mixes and the best region fills, this many of each
+FRONTIER_EVALUATIONS = 600  # the frontier's local search for the fastest mixes
 FRONTIER_TOLERANCE = 0.05  # the frontier's top point: the fastest mix to within this share
 FRONTIER_NODES = 64  # the frontier's solves consider at most this many nodes (or twice the largest mix seen)
 # a mix that trains slower than this share of its slowest candidate's rate is not worth planning
@@ -87,6 +90,7 @@ class Searcher:
         self._best: Solution | None = None
         self._bound: tuple[float | None, str] = (None, "")
         self._begun = time.perf_counter()
+        self.polished = 0  # mixes the local search scored
 
     # -- progress ---------------------------------------------------------------------------
 
@@ -205,7 +209,8 @@ class Searcher:
             return SolveStatus.FEASIBLE
         return SolveStatus.OPTIMAL
 
-    def _result(self, objective: str, solution: Solution | None, gap: float, start: float) -> SearchResult:
+    def _result(self, objective: str, solution: Solution | None, gap: float, start: float,
+                bound: float | None = None, unit: str = "") -> SearchResult:
         if solution is None or not solution.found:
             status = SolveStatus.INFEASIBLE if SolveStatus.ERROR not in self.statuses else SolveStatus.ERROR
             if SolveStatus.TIME_LIMIT in self.statuses and status is SolveStatus.INFEASIBLE:
@@ -213,7 +218,38 @@ class Searcher:
             return SearchResult(objective, None, None, None, status, gap, time.perf_counter() - start, self.solves)
         rate = self.throughput(solution)
         return SearchResult(objective, solution, rate, solution.usd_per_hour, self._status(gap), gap,
-                            time.perf_counter() - start, self.solves)
+                            time.perf_counter() - start, self.solves, bound=bound, bound_unit=unit)
+
+    # -- the referee's own search -------------------------------------------------------------
+
+    def polish(self, goal: Goal, best: Solution | None) -> Solution | None:
+        """The best of ``best`` and a local search on the referee's figures (``solver.local``) from the
+        best mixes evaluated so far (baselines, solves) and the best region fills; a mix it finds that
+        keeps the goal and beats ``best`` is returned with ``best``'s bound (the bound covers every
+        mix)."""
+        if self.out_of_time() or not self.problem.candidates:
+            return best
+        search = LocalSearch(self.problem, self.evaluate, goal)
+        ranked = lambda mixes: sorted((s, x) for x in mixes if (s := search.score_of(x)) is not None)  # noqa: E731
+        known = [x for x in self.model.evaluated() if semantics.structurally_feasible(self.problem, x)]
+        starts = [x for _, x in ranked(known)[:POLISH_STARTS]] + [x for _, x in ranked(search.fills())[:POLISH_STARTS]]
+        found = search.run(starts)
+        self.polished += search.evaluations
+        if found is None or found[1][0] > 0:
+            return best
+        counts, _ = found
+        evaluation = self.evaluate(counts)
+        if best is not None and best.found:
+            mine = score(self.problem, goal, Evaluation(best.samples_per_s, best.usd_per_hour))
+            if mine <= found[1]:
+                return best
+        bound = best.bound_usd_per_hour if best is not None else None
+        target = goal.target_samples_per_s if goal.objective == "min_cost" else evaluation.samples_per_s
+        solution = Solution(SolveStatus.FEASIBLE, counts, evaluation.usd_per_hour,
+                            None if bound is None else min(bound, evaluation.usd_per_hour), 0.0, 0, target,
+                            samples_per_s=evaluation.samples_per_s)
+        self._track(solution, None, "")
+        return solution
 
     # -- objectives -------------------------------------------------------------------------
 
@@ -222,12 +258,17 @@ class Searcher:
         self.announce("min_cost")
         if target > self.upper_rate() * (1 + 1e-9):  # out of reach whatever the mix: no MIP needed
             return self._result("min_cost", None, 0.0, start)
+        goal = Goal("min_cost", target)
+        self.polish(goal, None)  # the mixes it scores start the MIP: it looks only below the best of them
         solution = self.solve_at(target)
+        if solution.found and solution.status is not SolveStatus.OPTIMAL:  # proven: nothing to polish
+            solution = self.polish(goal, solution)
         gap = 0.0
         if solution.found and solution.bound_usd_per_hour is not None and solution.usd_per_hour:
             gap = max(0.0, (solution.usd_per_hour - solution.bound_usd_per_hour) / solution.usd_per_hour)
-        self._track(solution, solution.bound_usd_per_hour if solution.found else None, "usd_per_hour")
-        return self._result("min_cost", solution, gap, start)
+        bound = solution.bound_usd_per_hour if solution.found else None
+        self._track(solution, bound, "usd_per_hour")
+        return self._result("min_cost", solution, gap, start, bound, "usd_per_hour")
 
     def max_throughput(self, phase: str = "max_throughput") -> SearchResult:
         start = time.perf_counter()
@@ -248,7 +289,10 @@ class Searcher:
             else:
                 high = t
             self._track(best, high, "samples_per_s")
-        return self._result("max_throughput", best, (high - low) / high, start)
+        if phase == "max_throughput":
+            best = self.polish(Goal("max_throughput"), best)
+            low = max(low, best.samples_per_s)
+        return self._result("max_throughput", best, max(0.0, (high - low) / high), start, high, "samples_per_s")
 
     def min_cost_per_sample(self) -> SearchResult:
         start = time.perf_counter()
@@ -279,6 +323,8 @@ class Searcher:
             base = first
         low = base.target_samples_per_s
         consider(base)
+        goal = Goal("min_cost_per_sample")
+        consider(self.polish(goal, best))  # a good mix first: the intervals above its ratio are never split
         floor = self.ratio_floor
         heap = [(max(floor(low), base.bound_usd_per_hour / (3600 * high)), low, high, base.bound_usd_per_hour)]
         settled = math.inf  # lower bound of intervals too narrow to split
@@ -296,9 +342,10 @@ class Searcher:
                                       solution.bound_usd_per_hour))
             self._track(best, 1e6 * min([settled, best_ratio] + ([heap[0][0]] if heap else [])),
                         "usd_per_million_samples")
+        consider(self.polish(goal, best))
         lower = min([settled, best_ratio] + ([heap[0][0]] if heap else []))
         gap = (best_ratio - lower) / best_ratio if best_ratio > 0 else 0.0
-        return self._result("min_cost_per_sample", best, gap, start)
+        return self._result("min_cost_per_sample", best, gap, start, 1e6 * lower, "usd_per_million_samples")
 
     def _try_best_single(self, consider) -> None:  # noqa: ANN001
         """The single node with the lowest cost per sample that meets the floor often is the optimum
@@ -327,6 +374,15 @@ class Searcher:
             self.model.sketch_node_cap = None
 
     def _frontier(self, points: int) -> tuple[tuple[float, float], ...]:
+        # the fastest mixes first, by a short local search on the referee; then every mix evaluated on the
+        # way (baselines, the searches' mixes) gives the points nothing else beats; MIP solves only
+        # where those are fewer than asked for
+        search = LocalSearch(self.problem, self.evaluate, Goal("max_throughput"), max_evaluations=FRONTIER_EVALUATIONS)
+        fills = sorted((s, x) for x in search.fills() if (s := search.score_of(x)) is not None)
+        search.run([x for _, x in fills[:POLISH_STARTS]])
+        known = _pareto([(e.samples_per_s, e.usd_per_hour) for e in self.model.known()])
+        if len(known) >= points:
+            return _thin(known, 2 * points)
         low, high = self.lower_rate(), self.upper_rate()
         best_high = None
         solution = self.solve_at(high)
@@ -353,5 +409,21 @@ class Searcher:
         # with every mix evaluated on the way (baselines, the plan, mixes the solves cut off): the points
         # that nothing else beats on both samples/s and $/h
         out += [(e.samples_per_s, e.usd_per_hour) for e in self.model.known()]
-        return tuple(sorted({(r, c) for r, c in out
-                             if not any(r2 >= r and c2 <= c and (r2, c2) != (r, c) for r2, c2 in out)}))
+        return _thin(_pareto(out), 2 * points)
+
+
+def _pareto(points: list[tuple[float, float]]) -> tuple[tuple[float, float], ...]:
+    """The (samples/s, $/h) points that no other beats on both, by rate."""
+    out: list[tuple[float, float]] = []
+    for rate, usd in sorted(set(points), key=lambda p: (-p[0], p[1])):  # fastest first: keep the ever cheaper
+        if not out or usd < out[-1][1]:
+            out.append((rate, usd))
+    return tuple(sorted(out))
+
+
+def _thin(points: tuple[tuple[float, float], ...], most: int) -> tuple[tuple[float, float], ...]:
+    """At most ``most`` of the points, spread evenly over them by rank (the slowest and fastest kept)."""
+    if len(points) <= most:
+        return points
+    picks = sorted({round(j * (len(points) - 1) / (most - 1)) for j in range(most)})
+    return tuple(points[j] for j in picks)

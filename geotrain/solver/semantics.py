@@ -240,41 +240,57 @@ def hourly_cost(problem: Problem, x: Sequence[int], rate: float) -> float:
 def structurally_feasible(problem: Problem, x: Sequence[int]) -> bool:
     """Capacities, minimums and the limits that do not involve money or throughput."""
     cands, limits = problem.candidates, problem.limits
-    k = sum(x)
-    if any(n < c.minimum or n > c.capacity for c, n in zip(cands, x, strict=True)):
-        return False
+    used = [(cands[i], n) for i, n in enumerate(x) if n]
+    k = sum(n for _, n in used)
     if k == 0 or k > problem.node_cap or (limits.min_nodes is not None and k < limits.min_nodes):
         return False
-    if limits.max_regions is not None and len(counts_by(cands, x, "region")) > limits.max_regions:
+    if any(n < 0 or n > c.capacity for c, n in used):
         return False
-    zones = counts_by(cands, x, "zone")
+    if any(x[i] < minimum for i, minimum in _minimums(cands)):
+        return False
+    if limits.max_regions is not None and len({c.region for c, _ in used}) > limits.max_regions:
+        return False
+    zones: dict[str, int] = {}
+    for c, n in used:
+        zones[c.zone] = zones.get(c.zone, 0) + n
     if limits.max_nodes_per_zone is not None and max(zones.values()) > limits.max_nodes_per_zone:
         return False
     if limits.max_accelerators_per_zone is not None:
         gpus: dict[str, int] = {}
-        for c, n in zip(cands, x, strict=True):
+        for c, n in used:
             gpus[c.zone] = gpus.get(c.zone, 0) + c.accelerators * n
         if max(gpus.values()) > limits.max_accelerators_per_zone:
             return False
     if limits.max_zone_share is not None and max(zones.values()) > limits.max_zone_share * k + 1e-9:
         return False
-    spot = sum(n for c, n in zip(cands, x, strict=True) if c.market == "spot")
+    spot = sum(n for c, n in used if c.market == "spot")
     if limits.max_spot_share is not None and spot > limits.max_spot_share * k + 1e-9:
         return False
     for scope, quota in limits.quotas:
-        used = sum(c.accelerators * n for c, n in zip(cands, x, strict=True)
-                   if c.cloud == scope or c.region == scope)
-        if used > quota:
+        if sum(c.accelerators * n for c, n in used if c.cloud == scope or c.region == scope) > quota:
             return False
     if limits.pool_caps:
-        used: dict[str, int] = {}
-        for c, n in zip(cands, x, strict=True):
-            if n and c.pool:
-                used[c.pool] = used.get(c.pool, 0) + c.accelerators * n
+        pools: dict[str, int] = {}
+        for c, n in used:
+            if c.pool:
+                pools[c.pool] = pools.get(c.pool, 0) + c.accelerators * n
         caps = _caps(limits.pool_caps)
-        if any(units > caps.get(pool, units) for pool, units in used.items()):
+        if any(units > caps.get(pool, units) for pool, units in pools.items()):
             return False
     return True
+
+
+_MINIMUMS: dict[int, tuple[tuple, tuple[tuple[int, int], ...]]] = {}
+
+
+def _minimums(cands: tuple) -> tuple[tuple[int, int], ...]:
+    """(index, minimum) of the candidates with a minimum (kept per candidate tuple, by identity)."""
+    entry = _MINIMUMS.get(id(cands))
+    if entry is None or entry[0] is not cands:
+        if len(_MINIMUMS) > 64:
+            _MINIMUMS.clear()
+        entry = _MINIMUMS[id(cands)] = (cands, tuple((i, c.minimum) for i, c in enumerate(cands) if c.minimum))
+    return entry[1]
 
 
 @functools.lru_cache(maxsize=16)

@@ -216,9 +216,9 @@ class TargetModel:
         """The cheapest mix evaluated so far (by an earlier solve, or a baseline handed to
         :meth:`evaluate`) that reaches ``target`` and keeps the limits: every solve starts from it, and
         its MIP looks only below it."""
-        known = [(counts, e) for counts, e in self._evaluations.items()
-                 if e.samples_per_s >= target * (1 - 1e-6) and semantics.admissible(self.problem, counts, e)]
-        return min(known, key=lambda ce: (ce[1].usd_per_hour, ce[0]), default=None)
+        known = sorted(((counts, e) for counts, e in self._evaluations.items()
+                        if e.samples_per_s >= target * (1 - 1e-6)), key=lambda ce: (ce[1].usd_per_hour, ce[0]))
+        return next(((counts, e) for counts, e in known if semantics.admissible(self.problem, counts, e)), None)
 
     def _refine(self, counts: tuple[int, ...]) -> bool:
         """Add the lazy rows of the places ``counts`` uses; True if any was missing."""

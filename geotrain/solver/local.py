@@ -1,0 +1,256 @@
+r"""Local search over mixes, scored by the referee: the search's primal heuristic.
+
+The MIP (``geotrain.solver.model``) is a relaxation of the referee; its bound is what certifies a
+plan, but the mix it proposes is only as good as the relaxation is tight. This search works on the
+referee's own figures: from a start mix ``x`` (counts per candidate) it tries
+
+* *add*: one node of a listed candidate ``j``;      ``x + e_j``
+* *remove*: one node of a candidate in use;           ``x − e_i``
+* *swap*: a node of ``i`` in use for one of ``j``;    ``x − e_i + e_j``
+* the same three with a *chunk* of ``⌈n/8⌉`` nodes (``n = Σx``), so that 1,000-node mixes move too,
+
+and, once the mix keeps the goal, takes the first move that improves the score, until none does (a
+local optimum) or the evaluation budget is spent. A mix that misses the goal is repaired first: the
+cheapest neighbour that keeps it, else the neighbour that buys the most of the shortfall per unit of
+the objective. From the best local optimum it then kicks (takes out one to three nodes,
+puts in one to four of listed candidates, seeded) and climbs again, keeping what is better
+(iterated local search), until ``KICKS`` kicks in a row find nothing better. The listed candidates are those in use and, for every place, the
+``PER_PLACE`` best by price per good sample, ``(p_j + d_j)/(s_j·g_j)``, and the fastest; every
+candidate with a minimum stays listed.
+
+A mix's score is lexicographic: ``(violation, objective)``. ``violation`` is the relative shortfall
+from the target or the throughput floor plus the relative excess over the budget (0 for a mix that
+keeps the goal); mixes the structural limits rule out (``semantics.structurally_feasible``) are never
+visited. ``objective``: ``$/h`` (min_cost), ``−samples/s`` then ``$/h`` (max_throughput), or
+``$/h / samples/s`` (the per-sample objectives). A mix with violation 0 keeps every limit by the
+referee (``semantics.admissible``).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+
+from geotrain.solver import semantics
+from geotrain.solver.problem import Evaluation, Problem
+
+PER_PLACE = 2  # candidates listed per place, by price per good sample (and the fastest of the place)
+CHUNK_SHARE = 8  # chunk moves move ⌈n / CHUNK_SHARE⌉ nodes
+DEFAULT_EVALUATIONS = 2000  # evaluations one search may spend
+KICKS = 20  # iterated local search: kicks in a row without a better mix before it stops
+KICK_SEED = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Goal:
+    """What the search optimises: ``min_cost`` (``target`` samples/s), ``max_throughput`` or
+    ``min_cost_per_sample``; the problem's limits (budget, floor) always hold."""
+
+    objective: str
+    target_samples_per_s: float = 0.0
+
+
+Score = tuple[float, float, float]
+
+
+def score(problem: Problem, goal: Goal, evaluation: Evaluation) -> Score:
+    """Smaller is better: (violation, objective, tie-break)."""
+    limits = problem.limits
+    rate, usd = evaluation.samples_per_s, evaluation.usd_per_hour
+    floor = max(limits.min_samples_per_s or 0.0, goal.target_samples_per_s if goal.objective == "min_cost" else 0.0)
+    violation = 0.0 if rate > 0 else 1.0
+    if floor > 0 and rate < floor * (1 - 1e-9):
+        violation += (floor - rate) / floor
+    budget = limits.budget_usd_per_hour
+    if budget is not None and usd > budget * (1 + 1e-9):
+        violation += (usd - budget) / max(budget, 1e-9)
+    if goal.objective == "min_cost":
+        return violation, usd, -rate
+    if goal.objective == "max_throughput":
+        return violation, -rate, usd
+    return violation, (usd / rate if rate > 0 else math.inf), usd
+
+
+@dataclass
+class LocalSearch:
+    """Hill-climbs from start mixes; ``evaluate`` is the referee (cached by the caller)."""
+
+    problem: Problem
+    evaluate: Callable[[tuple[int, ...]], Evaluation]
+    goal: Goal
+    max_evaluations: int = DEFAULT_EVALUATIONS
+
+    def __post_init__(self) -> None:
+        cands = self.problem.candidates
+        by_place: dict[str, list[int]] = {}
+        for i, c in enumerate(cands):
+            by_place.setdefault(c.zone, []).append(i)
+        listed: set[int] = {i for i, c in enumerate(cands) if c.minimum}
+        for members in by_place.values():
+            members.sort(key=lambda i: (self._per_good_sample(i), cands[i].key))
+            listed |= set(members[:PER_PLACE])
+            listed.add(max(members, key=lambda i: (cands[i].rate * cands[i].goodput, -self._per_good_sample(i))))
+        self.listed = sorted(listed, key=lambda i: (self._per_good_sample(i), cands[i].key))
+        self.evaluations = 0
+
+    def _per_good_sample(self, i: int) -> float:
+        c = self.problem.candidates[i]
+        return (c.price_usd_per_hour + c.data_usd_per_hour) / (c.rate * c.goodput)
+
+    def fills(self) -> list[tuple[int, ...]]:
+        """Two starts per region, and two over all regions: the listed candidates, cheapest per good sample first (and fastest
+        first, for where a per-zone limit binds before the goal is reached), added one node at a time (within the structural limits) until their rates at full speed reach the goal's rate
+        (the target or floor, with a tenth to spare; hivemind keeps ``e`` of it) or their prices the
+        budget."""
+        cands, limits = self.problem.candidates, self.problem.limits
+        floor = max(limits.min_samples_per_s or 0.0,
+                    self.goal.target_samples_per_s if self.goal.objective == "min_cost" else 0.0)
+        budget = limits.budget_usd_per_hour
+        base = [c.minimum for c in cands]
+        keep = self.problem.oracle.efficiency if self.problem.oracle.strategy == "hivemind" else 1.0
+        by_region: dict[str, list[int]] = {}
+        for i in self.listed:
+            by_region.setdefault(cands[i].region, []).append(i)
+        out = []
+        fastest_first = lambda i: (-cands[i].rate * cands[i].goodput, self._per_good_sample(i))  # noqa: E731
+        by_region["*"] = list(self.listed)  # and one over every region: a mix that spans them
+        orders = [(region, members) for region, members in sorted(by_region.items())]
+        orders += [(region, sorted(members, key=fastest_first)) for region, members in sorted(by_region.items())]
+        for region, members in orders:
+            x = list(base)
+            rate = keep * sum(c.rate * c.goodput * c.step_efficiency * n for c, n in zip(cands, x, strict=True))
+            usd = sum((c.price_usd_per_hour + c.data_usd_per_hour) * n for c, n in zip(cands, x, strict=True))
+            for i in members:
+                c = cands[i]
+                while x[i] < c.capacity and sum(x) < self.problem.node_cap:
+                    if self.goal.objective == "max_throughput":
+                        if budget is not None and usd + c.price_usd_per_hour + c.data_usd_per_hour > budget:
+                            break
+                    elif rate >= floor * 1.1 and sum(x) > 0:
+                        break
+                    x[i] += 1
+                    if not semantics.structurally_feasible(self.problem, tuple(x)) and sum(x) > 1:
+                        x[i] -= 1
+                        break
+                    rate += keep * c.rate * c.goodput * c.step_efficiency
+                    usd += c.price_usd_per_hour + c.data_usd_per_hour
+            if sum(x) and tuple(x) not in out:
+                out.append(tuple(x))
+        return out
+
+    def score_of(self, counts: tuple[int, ...]) -> Score | None:
+        """The mix's score, or None where the structural limits rule it out."""
+        if not semantics.structurally_feasible(self.problem, counts):
+            return None
+        self.evaluations += 1
+        return score(self.problem, self.goal, self.evaluate(counts))
+
+    def run(self, starts: Iterable[tuple[int, ...]]) -> tuple[tuple[int, ...], Score] | None:
+        """The best local optimum reached from ``starts`` (None if no start is structurally feasible)."""
+        best: tuple[tuple[int, ...], Score] | None = None
+        seen: set[tuple[int, ...]] = set()
+        for start in starts:
+            if start in seen or self.evaluations >= self.max_evaluations:
+                continue
+            seen.add(start)
+            found = self.climb(start)
+            if found is not None and (best is None or found[1] < best[1]):
+                best = found
+        return self.kicked(best)
+
+    def kicked(self, best: tuple[tuple[int, ...], Score] | None) -> tuple[tuple[int, ...], Score] | None:
+        """Iterated local search: from the best local optimum, take out up to three nodes and put in up
+        to four of listed candidates (seeded, so a plan is reproducible), climb again, keep what is
+        better; ``KICKS`` kicks in a row that find nothing better end it."""
+        if best is None:
+            return None
+        rng = random.Random(KICK_SEED)
+        cands = self.problem.candidates
+        idle = 0
+        while idle < KICKS and self.evaluations < self.max_evaluations:
+            x = list(best[0])
+            for _ in range(rng.randint(1, 3)):
+                used = [i for i, n in enumerate(x) if n > cands[i].minimum]
+                if used:
+                    x[rng.choice(used)] -= 1
+            for _ in range(rng.randint(1, 4)):
+                j = rng.choice(self.listed)
+                if x[j] < cands[j].capacity:
+                    x[j] += 1
+            found = self.climb(tuple(x)) if sum(x) else None
+            if found is not None and found[1] < best[1]:
+                best, idle = found, 0
+            else:
+                idle += 1
+        return best
+
+    def climb(self, start: tuple[int, ...]) -> tuple[tuple[int, ...], Score] | None:
+        """Hill-climbing. While the mix misses the goal, every move is scored and the climb takes the
+        best-scoring mix that keeps the goal, if any, else the move that buys the most of the
+        shortfall per dollar (``Δviolation / Δobjective``; one that lowers both, first); once the
+        goal is kept, the first move that improves the score."""
+        current = self.score_of(start)
+        if current is None:
+            return None
+        x = start
+        while self.evaluations < self.max_evaluations:
+            if current[0] > 0:
+                step = self._repair(x, current)
+                if step is None:
+                    break
+                x, current = step
+                continue
+            for y in self.moves(x):
+                s = self.score_of(y)
+                if s is not None and s < current:
+                    x, current = y, s
+                    break
+                if self.evaluations >= self.max_evaluations:
+                    break
+            else:
+                break  # no move improves: a local optimum
+        return x, current
+
+    def _repair(self, x: tuple[int, ...], current: Score) -> tuple[tuple[int, ...], Score] | None:
+        scored = [(s, y) for y in self.moves(x) if (s := self.score_of(y)) is not None]
+        keeping = [(s, y) for s, y in scored if s[0] == 0]
+        if keeping:
+            s, y = min(keeping)
+            return y, s
+        best, value = None, -math.inf
+        for s, y in scored:
+            gain, spend = current[0] - s[0], s[1] - current[1]
+            if gain <= 0:
+                continue
+            worth = math.inf if spend <= 0 else gain / spend
+            if worth > value or (worth == value and best is not None and s < best[1]):
+                best, value = (y, s), worth
+        return best
+
+    def moves(self, x: tuple[int, ...]) -> Iterator[tuple[int, ...]]:
+        cands = self.problem.candidates
+        used = [i for i, n in enumerate(x) if n]
+        n = sum(x)
+        steps = sorted({1, max(1, math.ceil(n / CHUNK_SHARE))}, reverse=True)
+        listed = sorted(set(self.listed) | set(used), key=lambda i: (self._per_good_sample(i), cands[i].key))
+        for step in steps:
+            for i in used:  # fewer nodes first: the cheapest way to keep the goal
+                if x[i] - step >= cands[i].minimum:
+                    yield _moved(x, i, -step)
+            for i in used:
+                if x[i] - step < cands[i].minimum:
+                    continue
+                for j in listed:
+                    if j != i and x[j] + step <= cands[j].capacity:
+                        yield _moved(_moved(x, i, -step), j, step)
+            for j in listed:
+                if x[j] + step <= cands[j].capacity:
+                    yield _moved(x, j, step)
+
+
+def _moved(x: tuple[int, ...], i: int, by: int) -> tuple[int, ...]:
+    y = list(x)
+    y[i] += by
+    return tuple(y)
