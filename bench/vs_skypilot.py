@@ -106,8 +106,10 @@ def main() -> None:
         if code == 0:
             plan = json.loads(out)
             totals = plan["totals"]
+            solver = plan["solver"]
+            share = solver["frontier_s"] / solver["total_s"] if solver["total_s"] else 0.0
             mix = (f"{sum(i['count'] for i in plan['items'])} nodes, {totals['goodput_samples_per_s']:,.0f}/s, "
-                   f"${totals['usd_per_hour']:,.2f}/h, {plan['solver']['status']}")
+                   f"${totals['usd_per_hour']:,.2f}/h, {solver['status']}; frontier {share:.0%} of planning")
         else:
             mix = f"exit {code}"
         sky_words = f"{sky_nodes}: {target:,.0f}/s, ${sky_usd:,.2f}/h"

@@ -100,15 +100,17 @@ class LocalSearch:
         return (c.price_usd_per_hour + c.data_usd_per_hour) / (c.rate * c.goodput)
 
     def fills(self) -> list[tuple[int, ...]]:
-        """Two starts per region, and two over all regions: the listed candidates, cheapest per good sample first (and fastest
-        first, for where a per-zone limit binds before the goal is reached), added one node at a time (within the structural limits) until their rates at full speed reach the goal's rate
-        (the target or floor, with a tenth to spare; hivemind keeps ``e`` of it) or their prices the
-        budget."""
+        """Two starts per region, and two over all regions: the listed candidates, cheapest per good
+        sample first (and fastest first, for where a per-zone limit binds before the goal is reached),
+        each taking as many nodes as the structural limits allow until their rates at full speed reach
+        the goal's rate (the target or floor, with a tenth to spare; hivemind keeps ``e`` of it) or
+        their prices the budget."""
         cands, limits = self.problem.candidates, self.problem.limits
         floor = max(limits.min_samples_per_s or 0.0,
                     self.goal.target_samples_per_s if self.goal.objective == "min_cost" else 0.0)
         budget = limits.budget_usd_per_hour
         base = [c.minimum for c in cands]
+        cap = self.problem.node_cap
         keep = self.problem.oracle.efficiency if self.problem.oracle.strategy == "hivemind" else 1.0
         by_region: dict[str, list[int]] = {}
         for i in self.listed:
@@ -118,27 +120,44 @@ class LocalSearch:
         by_region["*"] = list(self.listed)  # and one over every region: a mix that spans them
         orders = [(region, members) for region, members in sorted(by_region.items())]
         orders += [(region, sorted(members, key=fastest_first)) for region, members in sorted(by_region.items())]
-        for region, members in orders:
+        for _, members in orders:
             x = list(base)
             rate = keep * sum(c.rate * c.goodput * c.step_efficiency * n for c, n in zip(cands, x, strict=True))
             usd = sum((c.price_usd_per_hour + c.data_usd_per_hour) * n for c, n in zip(cands, x, strict=True))
             for i in members:
                 c = cands[i]
-                while x[i] < c.capacity and sum(x) < self.problem.node_cap:
-                    if self.goal.objective == "max_throughput":
-                        if budget is not None and usd + c.price_usd_per_hour + c.data_usd_per_hour > budget:
-                            break
-                    elif rate >= floor * 1.1 and sum(x) > 0:
-                        break
-                    x[i] += 1
-                    if not semantics.structurally_feasible(self.problem, tuple(x)) and sum(x) > 1:
-                        x[i] -= 1
-                        break
-                    rate += keep * c.rate * c.goodput * c.step_efficiency
-                    usd += c.price_usd_per_hour + c.data_usd_per_hour
+                gain, price = keep * c.rate * c.goodput * c.step_efficiency, c.price_usd_per_hour + c.data_usd_per_hour
+                room = min(c.capacity - x[i], cap - sum(x))
+                if self.goal.objective == "max_throughput":
+                    if budget is not None and price > 0:
+                        room = min(room, int((budget - usd) / price))
+                elif sum(x) > 0:
+                    room = min(room, max(0, math.ceil((floor * 1.1 - rate) / gain)))
+                take = self._most(x, i, room)
+                x[i] += take
+                rate += take * gain
+                usd += take * price
             if sum(x) and tuple(x) not in out:
                 out.append(tuple(x))
         return out
+
+    def _most(self, x: list[int], i: int, room: int) -> int:
+        """The most nodes of ``i``, up to ``room``, that keep ``x`` within the structural limits
+        (bisection: a limit that a count breaks, a larger count breaks too)."""
+        def fits(n: int) -> bool:
+            y = list(x)
+            y[i] += n
+            return semantics.structurally_feasible(self.problem, tuple(y)) or sum(y) <= 1
+
+        if room <= 0:
+            return 0
+        if fits(room):
+            return room
+        low, high = 0, room  # fits(low), not fits(high)
+        while high - low > 1:
+            mid = (low + high) // 2
+            low, high = (mid, high) if fits(mid) else (low, mid)
+        return low
 
     def score_of(self, counts: tuple[int, ...]) -> Score | None:
         """The mix's score, or None where the structural limits rule it out."""

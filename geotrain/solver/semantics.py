@@ -242,11 +242,12 @@ def structurally_feasible(problem: Problem, x: Sequence[int]) -> bool:
     cands, limits = problem.candidates, problem.limits
     used = [(cands[i], n) for i, n in enumerate(x) if n]
     k = sum(n for _, n in used)
-    if k == 0 or k > problem.node_cap or (limits.min_nodes is not None and k < limits.min_nodes):
+    minimums, capacity = _of_candidates(cands)
+    if k == 0 or k > max(1, min(limits.max_nodes, capacity)) or (limits.min_nodes is not None and k < limits.min_nodes):
         return False
     if any(n < 0 or n > c.capacity for c, n in used):
         return False
-    if any(x[i] < minimum for i, minimum in _minimums(cands)):
+    if any(x[i] < minimum for i, minimum in minimums):
         return False
     if limits.max_regions is not None and len({c.region for c, _ in used}) > limits.max_regions:
         return False
@@ -280,16 +281,18 @@ def structurally_feasible(problem: Problem, x: Sequence[int]) -> bool:
     return True
 
 
-_MINIMUMS: dict[int, tuple[tuple, tuple[tuple[int, int], ...]]] = {}
+_OF_CANDIDATES: dict[int, tuple[tuple, tuple[tuple[tuple[int, int], ...], int]]] = {}
 
 
-def _minimums(cands: tuple) -> tuple[tuple[int, int], ...]:
-    """(index, minimum) of the candidates with a minimum (kept per candidate tuple, by identity)."""
-    entry = _MINIMUMS.get(id(cands))
+def _of_candidates(cands: tuple) -> tuple[tuple[tuple[int, int], ...], int]:
+    """(index, minimum) of the candidates with a minimum, and their total capacity (what
+    ``Problem.node_cap`` caps), kept per candidate tuple by identity."""
+    entry = _OF_CANDIDATES.get(id(cands))
     if entry is None or entry[0] is not cands:
-        if len(_MINIMUMS) > 64:
-            _MINIMUMS.clear()
-        entry = _MINIMUMS[id(cands)] = (cands, tuple((i, c.minimum) for i, c in enumerate(cands) if c.minimum))
+        if len(_OF_CANDIDATES) > 64:
+            _OF_CANDIDATES.clear()
+        figures = (tuple((i, c.minimum) for i, c in enumerate(cands) if c.minimum), sum(c.capacity for c in cands))
+        entry = _OF_CANDIDATES[id(cands)] = (cands, figures)
     return entry[1]
 
 
