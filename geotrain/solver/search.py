@@ -21,6 +21,14 @@ decrease with ``t``: a higher target shrinks the feasible set and raises the egr
 (d) ``min_cost_by_deadline(N, D)``: the same as (c) with the floor ``t ≥ N / (3600·D)``; the total
     is ``N`` times the cost per sample.
 
+Every objective also runs the referee's own search (``geotrain.solver.local``, :meth:`Searcher.polish`):
+a local search on the referee's figures from the best mixes known (the baselines) and a fill of every
+region, before the MIP (its best mix is the MIP's cutoff, so the MIP looks only below it) and after it
+where the MIP did not prove its mix optimal. The MIP, a relaxation of the referee, gives the bound; the
+plan reports the best mix either found, with ``gap = (best − bound) / best`` (min_cost, per-sample) or
+``(bound − best) / bound`` (max_throughput), and ``optimal`` only when that gap is within twice the
+tolerance and no solve ran out of time.
+
 A ``progress`` callback (:data:`Progress`) hears of every MIP solve and every improvement: the search
 running, the solves so far, the best mix and the bound proven so far (:class:`SearchProgress`).
 
