@@ -268,6 +268,25 @@ class RehearsalReport:
     suggestion: str | None  # another strategy that measured better, in words
 
 
+def to_record(plan_path: str, report: RehearsalReport) -> dict:
+    """The ``geotrain.rehearse.v1`` document's body: per strategy, measured vs the model, per link."""
+    rows = []
+    for r in report.rehearsals:
+        rows.append({
+            "strategy": r.strategy, "samples_per_s": r.samples_per_s, "predicted_samples_per_s": r.predicted_samples_per_s,
+            "round_s": r.round_s, "predicted_round_s": r.predicted_round_s,
+            "error": r.error if r.predicted_round_s > 0 else None, "rounds": r.rounds, "loss": r.loss,
+            "wall_s": r.wall_s, "egress_usd_per_hour": report.egress_usd_per_hour.get(r.strategy),
+            "compute_samples_per_s": list(r.compute_samples_per_s),
+            "nodes": [{"cloud": n.cloud, "region": n.region, "zone": n.zone} for n in r.nodes],
+            "links": [{"src": f.src, "dst": f.dst, "link_class": f.link_class, "rtt_ms": f.rtt_ms,
+                       "rate_mbit": f.rate_mbit, "bytes_per_s": f.bytes_per_s,
+                       "predicted_bytes_per_s": f.predicted_bytes_per_s} for f in r.links],
+        })
+    return {"plan": plan_path, "plan_strategy": report.plan_strategy, "rehearsals": rows,
+            "suggestion": report.suggestion}
+
+
 def rehearse_plan(plan: Plan | Path, *, minutes: float = 2.0, strategies: Sequence[str] | None = None,
                   on_done: Callable[[Rehearsal], None] | None = None) -> RehearsalReport:
     """The plan's topology (``scaled_nodes``) with the plan's strategy and, within ``minutes`` in all,

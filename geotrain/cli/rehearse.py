@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from geotrain.cli.render import console, finite
+from geotrain.cli.render import console, finite, print_document
 
 
 def rehearse(
@@ -14,18 +14,22 @@ def rehearse(
     minutes: float = typer.Option(2.0, "--minutes", callback=finite(0.1, 600), help="Minutes the rehearsal may take in all."),
     strategies: str = typer.Option(None, "--strategies", help="Which strategies to measure, e.g. ma,asgd-ga "
                                                               "(default: the plan's, then the others while time is left)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the results as JSON (geotrain.rehearse.v1)."),
 ) -> None:
     """Run the plan's topology on this machine over emulated links; measured vs predicted, per strategy."""
     from rich.table import Table
 
-    from geotrain.app.rehearse import rehearse_plan
+    from geotrain.app.rehearse import rehearse_plan, to_record
 
     plan = plan_path
-    out = console()
+    out = console(err=as_json)  # beside a --json document, progress goes to stderr
     out.print(f"rehearsing {plan_path} on this machine: tiny-lm stand-in, the plan's locations over emulated links")
     report = rehearse_plan(plan, minutes=minutes, strategies=[s.strip() for s in strategies.split(",")] if strategies
                            else None, on_done=lambda r: out.print(f"  {r.strategy}: {r.samples_per_s:,.0f} samples/s, "
                                                                   f"{r.round_s:.3f} s a round"))
+    if as_json:
+        print_document("rehearse", to_record(str(plan_path), report))
+        return
     table = Table("strategy", "samples/s", "model", "round s", "model", "error", "bytes/s per link", "egress $/h", "loss")
     for r in report.rehearsals:
         links = ", ".join(f"{f.src}→{f.dst} {f.bytes_per_s / 1e3:,.0f} kB/s ({f.rtt_ms:.0f} ms, {f.rate_mbit:.0f} Mbit/s)"

@@ -48,6 +48,7 @@ DOCUMENTS: dict[str, DocumentKind] = {
     "profile": DocumentKind("profile", ("workload", "accelerator", "accelerator_count", "samples_per_s", "output")),
     "cost-report": DocumentKind("cost-report", ("total_usd", "runs")),
     "simulate": DocumentKind("simulate", ("job", "traces", "zones", "tick_s", "start", "policies")),
+    "rehearse": DocumentKind("rehearse", ("plan", "plan_strategy", "rehearsals", "suggestion")),
 }
 
 

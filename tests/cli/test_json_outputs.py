@@ -145,6 +145,30 @@ def _profile_args(request: pytest.FixtureRequest) -> list[str]:
             str(script)]
 
 
+def _rehearse_args(request: pytest.FixtureRequest) -> list[str]:
+    from geotrain.wan import privileges
+
+    pytest.importorskip("torch")
+    reason = privileges()
+    if reason is not None:
+        pytest.skip(f"no emulated WAN here: {reason}")
+    plan = request.getfixturevalue("tmp_path") / "two-regions.json"
+    made = runner.invoke(app, ["plan", "--workload", "convnext-large", "--strategy", "allreduce", "--nodes",
+                               "aws/use1-az1/g4dn.xlarge=1,aws/euw1-az1/g4dn.xlarge=1", "-o", str(plan)])
+    assert made.exit_code == 0, made.stdout
+    return ["rehearse", str(plan), "--strategies", "allreduce", "--minutes", "0.1", "--json"]
+
+
+def _rehearse(doc: dict, result) -> None:  # noqa: ANN001
+    (one,) = doc["rehearsals"]
+    assert doc["plan_strategy"] == one["strategy"] == "allreduce" and one["rounds"] > 0
+    assert one["round_s"] > 0 and one["predicted_round_s"] > 0
+    assert one["error"] == pytest.approx(one["round_s"] / one["predicted_round_s"] - 1)
+    assert [n["region"] for n in one["nodes"]] == ["us-east-1", "eu-west-1"]
+    assert any(link["link_class"] == "cross_continent" and link["bytes_per_s"] > 0 for link in one["links"])
+    assert "rehearsing" in result.stderr  # progress beside the document goes to stderr
+
+
 CASES: dict[str, Case] = {
     "offers": Case(lambda r: ["catalog", "list", "--accelerator", "T4", "--market", "spot", "--limit", "5", "--json"],
                    _offers),
@@ -172,6 +196,7 @@ CASES: dict[str, Case] = {
                                 "--job", str(EXAMPLES / "sim" / "tiny-job.yaml"), "--json"],
                      lambda doc, _: [p["policy"] for p in doc["policies"]][-1] == "oracle"
                      and all(p["deadline_met"] for p in doc["policies"])),
+    "rehearse": Case(_rehearse_args, _rehearse, console_script=True),
 }
 
 
