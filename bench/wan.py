@@ -3,8 +3,12 @@ perf model, per topology and strategy. Needs root.
 
     .venv/bin/python bench/wan.py [--steps 24] [--only "two regions"]
 
+    .venv/bin/python bench/wan.py --write 2     # first refit the runtime's round trips (protocol.json)
+
 Topologies: one zone (2 nodes); two regions at 100 ms RTT, 200 Mbit/s (2 nodes); three continents at
-100–300 ms with 50–200 Mbit/s (3 nodes). Per strategy: measured and predicted samples/s and round
+100–300 ms with 50–200 Mbit/s (3 nodes). The runtime's measured round trips per strategy
+(``geotrain.perf.strategies.Protocol``) are fitted on the two regions and checked on the three
+continents. Per strategy: measured and predicted samples/s and round
 time, the model's error on the round, bytes/s per cross-region link (wire vs model), and the held-out
 loss reached (tiny-lm, the same steps). The model: geotrain.perf.strategies for these nodes at their
 measured compute rates and the emulated links (hivemind: the runtime's own fit)."""
@@ -12,11 +16,15 @@ measured compute rates and the emulated links (hivemind: the runtime's own fit).
 from __future__ import annotations
 
 import argparse
+import json
+import statistics
 import sys
 import time
+from pathlib import Path
 
 from geotrain.app.rehearse import STRATEGIES, rehearse_topology
 from geotrain.domain import Continent, Location, SyncSettings
+from geotrain.perf.model import runtime_protocol
 from geotrain.wan import Link, privileges
 
 US = Location("aws", "us-east-1", "use1-az1", Continent.NORTH_AMERICA)
@@ -36,32 +44,65 @@ def link(a: Location, b: Location) -> Link:
 TOPOLOGIES = {"one zone": [US, US_B], "two regions, 100 ms": [US, EU], "three continents, 100-300 ms": [US, EU, ASIA]}
 
 
+FIT_ON = "two regions, 100 ms"  # the topology the protocol's round trips are fitted on; the others check it
+PROTOCOL = Path(__file__).resolve().parent.parent / "geotrain/perf/data/protocol.json"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--steps", type=int, default=24)
     parser.add_argument("--only", default="", help="topologies whose names contain one of these ('|'-separated)")
+    parser.add_argument("--write", type=int, default=0, metavar="RUNS",
+                        help=f"fit the runtime's round trips per strategy on {FIT_ON!r} (RUNS runs each, their mean) "
+                             "and write geotrain/perf/data/protocol.json before the other topologies")
     args = parser.parse_args()
     reason = privileges()
     if reason is not None:
         print(f"bench/wan.py needs emulated links: {reason}")
         return 2
+    if args.write:
+        fit(args.write, args.steps)
+    print("error: the measured round against the model's; 'bare': the model without the runtime's measured round "
+          f"trips (perf/data/protocol.json, fitted on {FIT_ON!r})")
     for name, nodes in TOPOLOGIES.items():
         if args.only and not any(part in name for part in args.only.split("|")):
             continue
-        print(f"\n== {name} ({len(nodes)} nodes) ==")
-        print(f"{'strategy':10} {'samples/s':>10} {'model':>8} {'round s':>8} {'model':>7} {'error':>7} "
-              f"{'loss':>6}  cross-region kB/s wire (model)")
+        print(f"\n== {name} ({len(nodes)} nodes){' (the fit)' if name == FIT_ON else ''} ==")
+        print(f"{'strategy':10} {'samples/s':>10} {'model':>8} {'ratio':>6} {'round s':>8} {'model':>7} {'error':>7} "
+              f"{'bare':>7} {'loss':>6}  cross-region kB/s wire (model)")
         for strategy in STRATEGIES:
             t0 = time.perf_counter()
-            sync = SyncSettings(strategy=strategy, local_steps=4, averaging_pushes=4, accumulation_steps=4,
-                                target_batch_size=256)
-            r = rehearse_topology(nodes, link, sync, steps=args.steps)
+            r = rehearse_topology(nodes, link, settings(strategy), steps=args.steps)
             cross = ", ".join(f"{f.src}→{f.dst} {f.bytes_per_s / 1e3:,.0f} ({f.predicted_bytes_per_s / 1e3:,.0f})"
                               for f in r.links if f.link_class != "same_zone")
-            print(f"{strategy:10} {r.samples_per_s:10,.0f} {r.predicted_samples_per_s:8,.0f} {r.round_s:8.3f} "
-                  f"{r.predicted_round_s:7.3f} {r.error:+7.0%} {r.loss:6.3f}  {cross or '-'}   "
+            bare = r.round_s / (r.predicted_round_s - r.protocol_s) - 1
+            print(f"{strategy:10} {r.samples_per_s:10,.0f} {r.predicted_samples_per_s:8,.0f} "
+                  f"{r.samples_per_s / r.predicted_samples_per_s:6.2f} {r.round_s:8.3f} "
+                  f"{r.predicted_round_s:7.3f} {r.error:+7.0%} {bare:+7.0%} {r.loss:6.3f}  {cross or '-'}   "
                   f"[{time.perf_counter() - t0:.0f} s]", flush=True)
     return 0
+
+
+def settings(strategy: str) -> SyncSettings:
+    return SyncSettings(strategy=strategy, local_steps=4, averaging_pushes=4, accumulation_steps=4,
+                        target_batch_size=256)
+
+
+def fit(runs: int, steps: int) -> None:
+    """k_s = (measured round − the model's round without the term) / the longest RTT, per run; the mean."""
+    found: dict[str, list[float]] = {}
+    for strategy in STRATEGIES:
+        for _ in range(runs):
+            r = rehearse_topology(TOPOLOGIES[FIT_ON], link, settings(strategy), steps=steps)
+            found.setdefault(strategy, []).append(round((r.round_s - (r.predicted_round_s - r.protocol_s)) / r.rtt_s, 2))
+        print(f"fit {strategy}: round trips {found[strategy]}", flush=True)
+    document = json.loads(PROTOCOL.read_text())
+    document["runs"] = {FIT_ON: found}
+    document["measured_at"] = time.strftime("%Y-%m-%d")
+    document["backends"]["gloo"]["round_trips"] = {s: round(statistics.fmean(v), 2) for s, v in found.items()}
+    PROTOCOL.write_text(json.dumps(document, indent=2) + "\n")
+    runtime_protocol.cache_clear()  # the report below predicts with what was just written
+    print(f"wrote {PROTOCOL}", flush=True)
 
 
 if __name__ == "__main__":

@@ -65,6 +65,8 @@ class Rehearsal:
     loss: float | None
     links: tuple[LinkFigure, ...]
     wall_s: float
+    protocol_s: float = 0.0  # what the runtime's measured round trips add to the predicted round
+    rtt_s: float = 0.0  # the longest RTT between two places in use
 
     @property
     def error(self) -> float:
@@ -125,15 +127,16 @@ def _run_workers(network, names: Sequence[str], configs: Sequence[Path], worlds:
             procs.append((subprocess.Popen([*network.prefix(name), sys.executable, "-m", "geotrain.train.runtime",
                                             str(config)], env=env, stdout=log, stderr=subprocess.STDOUT), log))
         deadline = time.monotonic() + timeout_s
-        for proc, _ in procs:
+        for (proc, log), name in zip(procs, names, strict=True):
             left = deadline - time.monotonic()
             try:
                 code = proc.wait(timeout=max(left, 0.1))
             except subprocess.TimeoutExpired:
                 raise InputError(f"the rehearsal did not finish within {timeout_s:.0f} s; give fewer --steps or "
-                                 f"more --minutes (logs: {home})") from None
-            if code != 0:
-                raise InputError(f"a rehearsal worker exited {code}; its log: {home}")
+                                 f"more --minutes; the end of {name}'s log:\n{_tail(Path(log.name))}") from None
+            if code != 0:  # the folder goes with the rehearsal: the log's end goes into the message
+                raise InputError(f"a rehearsal worker ({name}) exited {code}; the end of its log:\n"
+                                 f"{_tail(Path(log.name))}")
         return time.perf_counter() - started
     finally:
         for proc, log in procs:
@@ -141,6 +144,15 @@ def _run_workers(network, names: Sequence[str], configs: Sequence[Path], worlds:
                 proc.kill()
                 proc.wait()
             log.close()
+
+
+def _tail(path: Path, lines: int = 12) -> str:
+    """The last lines of a worker's log (what a failed rehearsal shows, since its folder is removed)."""
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return "(no log)"
+    return "\n".join(text.splitlines()[-lines:]) or "(empty log)"
 
 
 def _rates(ledger: Ledger, run_id: str, samples_per_step: int) -> dict[str, float]:
@@ -210,7 +222,7 @@ def _figures(ledger: Ledger, run_id: str, locations: Sequence[Location], link, s
              rates: list[float], sent: dict[tuple[str, str], int], wall: float) -> Rehearsal:
     import torch
 
-    from geotrain.perf.model import make_strategy
+    from geotrain.perf.model import make_strategy, runtime_protocol
     from geotrain.perf.network import LinkEstimate
     from geotrain.perf.strategies import PeerGroup, Topology
     from geotrain.train.sync import parameter_bytes, wire_dtype
@@ -243,6 +255,9 @@ def _figures(ledger: Ledger, run_id: str, locations: Sequence[Location], link, s
                                                                                                    strict=True))]
     topo = Topology(groups, estimate, lambda site: None)
     cost = make_strategy(sync, runtime_fit()).cost(topo, payload, parameters, WORKLOAD)
+    protocol = runtime_protocol("gloo")  # the transport's measured round trips
+    before = cost.time_per_round_s
+    cost = protocol.applied(sync.strategy.value, topo, cost)
     training_s = sum(e.detail["round_s"] for e in rounds) or wall  # rank 0's rounds: the time it trained
     links = []
     for i in range(world):
@@ -254,7 +269,8 @@ def _figures(ledger: Ledger, run_id: str, locations: Sequence[Location], link, s
                                     sent.get((f"r{i}", f"r{j}"), 0) / training_s, cost.bytes_per_s.get((i, j), 0.0)))
     loss = rows[-1].loss if rows else None
     return Rehearsal(sync.strategy.value, tuple(locations), tuple(rates), measured, cost.samples_per_s, round_s,
-                     cost.time_per_round_s, count, loss, tuple(links), wall)
+                     cost.time_per_round_s, count, loss, tuple(links), wall, cost.time_per_round_s - before,
+                     protocol.rtt_s(topo))
 
 
 STRATEGIES = tuple(s.value for s in SyncStrategyName)
