@@ -4,8 +4,8 @@
    predicted samples/s and averaging-round time with the relative error (the bundled fit).
 2. Leave one group out: the hivemind constants are refitted (``fit_hivemind``) without one group's
    multi-peer runs and that group is predicted. Groups are setup families (setup × accelerator ×
-   cloud), then workloads. The single-node baselines are the model's measured compute rates, an
-   input of every fold, not a group. Median, p90 and max |error| per group and over all held-out runs.
+   cloud), then workloads, then series (one workload's peer sweep in one setup family). The
+   single-node baselines are the model's measured compute rates, an input of every fold, not a group. Median, p90 and max |error| per group and over all held-out runs.
 3. How many predictions per second ``PerfModel.predict`` makes for a geo-distributed mix.
 
     .venv/bin/python bench/perf_model.py
@@ -80,7 +80,7 @@ def cross_validation(runs: Sequence[CalibrationRun], key: Callable[[CalibrationR
     groups = sorted({key(r) for r in multi})
     print(f"\nLeave one group out, groups = {title} ({len(groups)} groups; the single-node baselines are inputs"
           " of every fold)")
-    print(f"{'held out':<48} {'runs':>4} | {'samples/s: median':>17} {'p90':>6} {'max':>6} |"
+    print(f"{'held out':<64} {'runs':>4} | {'samples/s: median':>17} {'p90':>6} {'max':>6} |"
           f" {'round: median':>13} {'p90':>6} {'max':>6} | fit")
     every_sps, every_round = [], []
     for group in groups:
@@ -92,8 +92,8 @@ def cross_validation(runs: Sequence[CalibrationRun], key: Callable[[CalibrationR
         every_sps += sps
         every_round += rounds
         how = f"α {report['host_exponent'].split(' ')[0]}, κ {report['step_s_per_gparam'].split(' ')[0]}"
-        print(f"{group:<48} {len(held):>4} | {summary(sps):>31} | {summary(rounds):>27} | {how}")
-    print(f"{'all held-out runs':<48} {len(every_sps):>4} | {summary(every_sps):>31} | {summary(every_round):>27} |")
+        print(f"{group:<64} {len(held):>4} | {summary(sps):>31} | {summary(rounds):>27} | {how}")
+    print(f"{'all held-out runs':<64} {len(every_sps):>4} | {summary(every_sps):>31} | {summary(every_round):>27} |")
 
 
 def offer(cloud: str, region: str, zone: str, continent: Continent, instance: str, accel: str, price: float) -> Offer:
@@ -129,5 +129,7 @@ if __name__ == "__main__":
     calibration_table(perf, calibration)
     cross_validation(calibration, family, "setup families (setup / accelerator / cloud)")
     cross_validation(calibration, lambda r: r.workload, "workloads")
+    cross_validation(calibration, lambda r: f"{family(r)} / {r.workload}", "series (one workload's peer sweep in "
+                     "one setup family)")
     print()
     speed(perf)
