@@ -8,6 +8,8 @@ referee's own figures: from a start mix ``x`` (counts per candidate) it tries
 * *remove*: one node of a candidate in use;           ``x − e_i``
 * *swap*: a node of ``i`` in use for one of ``j``;    ``x − e_i + e_j``
 * the same three with a *chunk* of ``⌈n/8⌉`` nodes (``n = Σx``), so that 1,000-node mixes move too,
+* *exchange*: one node of ``i`` for ``⌈s_i g_i/s_j g_j⌉`` of a slower ``j``, or ``⌊s_j g_j/s_i g_i⌋``
+  of ``i`` for one of a faster ``j`` (rate kept: a fast dear node for several cheap ones),
 
 and, once the mix keeps the goal, takes the first move that improves the score, until none does (a
 local optimum) or the evaluation budget is spent. A mix that misses the goal is repaired first: the
@@ -267,6 +269,26 @@ class LocalSearch:
             for j in listed:
                 if x[j] + step <= cands[j].capacity:
                     yield _moved(x, j, step)
+        yield from self._exchanges(x, used, listed)
+
+    def _exchanges(self, x: tuple[int, ...], used: list[int], listed: list[int]) -> Iterator[tuple[int, ...]]:
+        """Rate-keeping exchanges: one node of ``i`` for ``⌈s_i g_i / s_j g_j⌉`` of a slower ``j``, and
+        ``⌊s_j g_j / s_i g_i⌋`` nodes of ``i`` for one of a faster ``j`` (a swap of one for one cannot
+        trade a fast dear node for several cheap ones)."""
+        cands = self.problem.candidates
+        good = [c.rate * c.goodput for c in cands]
+        for i in used:
+            if x[i] - 1 < cands[i].minimum:
+                continue
+            for j in listed:
+                if j == i:
+                    continue
+                many = math.ceil(good[i] / good[j] - 1e-9)
+                if many > 1 and x[j] + many <= cands[j].capacity:
+                    yield _moved(_moved(x, i, -1), j, many)
+                few = min(x[i] - cands[i].minimum, math.floor(good[j] / good[i] + 1e-9))
+                if few > 1 and x[j] + 1 <= cands[j].capacity:
+                    yield _moved(_moved(x, i, -few), j, 1)
 
 
 def _moved(x: tuple[int, ...], i: int, by: int) -> tuple[int, ...]:
