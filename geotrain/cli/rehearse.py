@@ -39,6 +39,7 @@ def rehearse(
                       f"${report.egress_usd_per_hour[r.strategy]:.4f}", f"{r.loss:.3f}" if r.loss is not None else "-")
     out.print(table)
     out.print("the model: the perf model for these nodes at their measured compute rates and the emulated links "
-              "(hivemind: the runtime's own fit); egress $/h at the measured bytes and the clouds' rates")
+              "(hivemind: the runtime's own fit), with the round trips the runtime was measured to cost on gloo "
+              "(perf/data/protocol.json); egress $/h at the measured bytes and the clouds' rates")
     if report.suggestion:
         out.print(f"suggestion: {report.suggestion}")
