@@ -68,7 +68,7 @@ def referee_offers(ctx, plan, most: int):  # noqa: ANN001, ANN201
     chosen = {i.offer.offer_id for i in plan.items}
     for b in plan.baselines:
         chosen |= {g.offer.offer_id for g in b.groups}
-    ranked = sorted(cands, key=lambda c: ((c.price_usd_per_hour + c.data_usd_per_hour) / (c.rate * c.goodput), c.key))
+    ranked = sorted(cands, key=lambda c: (c.usd_per_good_sample_s, c.key))
     chosen |= {c.key for c in ranked[:most]}
     return [ctx.candidates.offers[k] for k in sorted(chosen) if k in ctx.candidates.offers]
 

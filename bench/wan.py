@@ -24,7 +24,7 @@ from pathlib import Path
 
 from geotrain.app.rehearse import STRATEGIES, rehearse_topology
 from geotrain.domain import Continent, Location, SyncSettings
-from geotrain.perf.model import runtime_protocol
+from geotrain.perf.protocol import runtime_protocol
 from geotrain.wan import Link, privileges
 
 US = Location("aws", "us-east-1", "use1-az1", Continent.NORTH_AMERICA)

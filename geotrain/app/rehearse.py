@@ -222,7 +222,8 @@ def _figures(ledger: Ledger, run_id: str, locations: Sequence[Location], link, s
              rates: list[float], sent: dict[tuple[str, str], int], wall: float) -> Rehearsal:
     import torch
 
-    from geotrain.perf.model import make_strategy, runtime_protocol
+    from geotrain.perf.model import make_strategy
+    from geotrain.perf.protocol import runtime_protocol
     from geotrain.perf.network import LinkEstimate
     from geotrain.perf.strategies import PeerGroup, Topology
     from geotrain.train.sync import parameter_bytes, wire_dtype

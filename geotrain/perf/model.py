@@ -31,8 +31,7 @@ from geotrain.perf.host import LocalHost, LocalRates, LoopbackNetwork
 from geotrain.perf.network import LinkEstimate, NetworkModel, SitePlacement
 from geotrain.perf.rates import ComputeRate, RateTable
 from geotrain.perf.strategies import (
-    NO_PROTOCOL, AllReduce, AsgdGA, Bottleneck, Hivemind, HivemindFit, LocalSGD, ModelAveraging, PeerGroup, Protocol,
-    Strategy, Topology,
+    AllReduce, AsgdGA, Bottleneck, Hivemind, HivemindFit, LocalSGD, ModelAveraging, PeerGroup, Strategy, Topology,
 )
 from geotrain.perf.workloads import Workload
 
@@ -117,16 +116,6 @@ def bundled_fit() -> HivemindFit:
         step_s_per_gparam=data["step_s_per_gparam"], host_vcpus=data["host_vcpus"],
         host_exponent=data["host_exponent"], unknown_vcpus=data["unknown_vcpus"],
     )
-
-
-@functools.cache
-def runtime_protocol(backend: str = "gloo") -> Protocol:
-    """The round trips geotrain's runtime adds per round on ``backend`` (``perf/data/protocol.json``);
-    none for a backend that was not measured."""
-    data = json.loads(data_text("protocol.json"))["backends"].get(backend)
-    if data is None:
-        return NO_PROTOCOL
-    return Protocol(backend, tuple(sorted(data["round_trips"].items())))
 
 
 def make_strategy(sync: SyncSettings, fit: HivemindFit | None = None) -> Strategy:

@@ -83,7 +83,7 @@ on-prem site's one stream is at most its ``single_stream_gbps`` (or uplink), see
 
 A runtime's transport can cost more round trips than the terms above count (gloo waits for the
 receiver before each send): :class:`Protocol` adds ``k_s`` round trips of the longest RTT in use to a
-round, measured per strategy for geotrain's runtime on gloo (``perf/data/protocol.json``); the
+round, measured per strategy for geotrain's runtime on gloo (``geotrain.perf.protocol``); the
 rehearsal predicts with it, the planner (NCCL on GPUs, not measured) without.
 
 Statistical efficiency (how staleness or infrequent averaging changes the samples needed to reach
@@ -94,7 +94,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from geotrain.domain import CLOUD_ONPREM, Location, SyncStrategyName
 from geotrain.perf.network import LinkEstimate
@@ -133,43 +133,6 @@ class SyncCost:
     bytes_per_s: dict[tuple[int, int], float] = field(default_factory=dict)  # group i -> group j
     bottleneck: Bottleneck | None = None
     good_samples_per_s: float | None = None  # with each node's goodput (None: equal to samples_per_s)
-
-
-@dataclass(frozen=True, slots=True)
-class Protocol:
-    """What a runtime's transport adds to a round beyond the terms above: ``k_s`` round trips of the
-    longest RTT between two places in use, per strategy ``s``::
-
-        T_round' = T_round + k_s · max_{g,h at different places} rtt(g,h),   samples/s · T_round / T_round'
-
-    Measured for geotrain's runtime on gloo over emulated links (``perf/data/protocol.json``, fitted
-    on one topology and checked on another); zero where nothing was measured (``NO_PROTOCOL``)."""
-
-    name: str = "none"
-    round_trips: tuple[tuple[str, float], ...] = ()  # (strategy, k_s)
-
-    def of(self, strategy: str) -> float:
-        return dict(self.round_trips).get(strategy, 0.0)
-
-    @staticmethod
-    def rtt_s(topo: Topology) -> float:
-        """The longest RTT between two places in use (0 in one place)."""
-        return max((topo.link(i, j).rtt_ms / 1e3 for i in range(len(topo.groups)) for j in range(i + 1, len(topo.groups))
-                    if topo.groups[i].location.zone_scope != topo.groups[j].location.zone_scope), default=0.0)
-
-    def applied(self, strategy: str, topo: Topology, cost: SyncCost) -> SyncCost:
-        """``cost`` with the protocol's round trips added to its round."""
-        extra = self.of(strategy) * self.rtt_s(topo)
-        if extra <= 0 or cost.time_per_round_s <= 0:
-            return cost
-        scale = cost.time_per_round_s / (cost.time_per_round_s + extra)
-        return replace(cost, samples_per_s=cost.samples_per_s * scale, time_per_round_s=cost.time_per_round_s + extra,
-                       comm_s=cost.comm_s + extra,
-                       bytes_per_s={pair: rate * scale for pair, rate in cost.bytes_per_s.items()},
-                       good_samples_per_s=None if cost.good_samples_per_s is None else cost.good_samples_per_s * scale)
-
-
-NO_PROTOCOL = Protocol()
 
 
 class Topology:

@@ -50,7 +50,9 @@ class MixReferee:
     solver's search but the perf model and the job's node and per-zone limits."""
 
     def __init__(self, ctx, offers, target: float | None, restarts: int = 6) -> None:  # noqa: ANN001
-        from geotrain.planning.planner import DEFAULT_MAX_NODES
+        from geotrain.planning.planner import DEFAULT_MAX_NODES, predict_groups  # the planner imports this module
+
+        self.predict = predict_groups
         self.ctx, self.offers, self.target, self.restarts = ctx, offers, target, restarts
         c = ctx.job.constraints
         self.max_nodes, self.per_zone = c.node_count or c.max_nodes or DEFAULT_MAX_NODES, c.max_nodes_per_zone
@@ -75,10 +77,8 @@ class MixReferee:
     def score(self, x: tuple[int, ...]) -> tuple[float, float]:
         """(shortfall from the target, $/h); without a target: (0, −samples/s)."""
         if x not in self.cache:
-            from geotrain.planning.planner import predict_groups  # the planner imports this module
-
             groups = [NodeGroup(o, n) for o, n in zip(self.offers, x, strict=True) if n]
-            e = predict_groups(self.ctx, groups)
+            e = self.predict(self.ctx, groups)
             if self.target is None:
                 self.cache[x] = (0.0, -e.goodput_samples_per_s)
             else:

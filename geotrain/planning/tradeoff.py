@@ -44,8 +44,7 @@ def why_homogeneous(ctx: PlanningContext, groups: list[NodeGroup]) -> str | None
                for i in used}
 
     def per_good_sample(i: int) -> float:
-        c = cands[i]
-        return (c.price_usd_per_hour + c.data_usd_per_hour) / (c.rate * c.goodput)
+        return cands[i].usd_per_good_sample_s
 
     others = sorted((j for j, c in enumerate(cands)
                      if (c.region, ctx.candidates.offers[c.key].shape.instance_type, c.market) not in planned),

@@ -98,8 +98,7 @@ class LocalSearch:
         self.evaluations = 0
 
     def _per_good_sample(self, i: int) -> float:
-        c = self.problem.candidates[i]
-        return (c.price_usd_per_hour + c.data_usd_per_hour) / (c.rate * c.goodput)
+        return self.problem.candidates[i].usd_per_good_sample_s
 
     def fills(self) -> list[tuple[int, ...]]:
         """Two starts per region, and two over all regions: the listed candidates, cheapest per good

@@ -55,6 +55,11 @@ class Candidate:
             raise InputError(f"candidate {self.key}: minimum {self.minimum} is not within 0..capacity {self.capacity}")
 
     @property
+    def usd_per_good_sample_s(self) -> float:
+        """$/h per good sample/s at full speed, ``(p + d) / (s·g)``: what ranks candidates for a mix."""
+        return (self.price_usd_per_hour + self.data_usd_per_hour) / (self.rate * self.goodput)
+
+    @property
     def site(self) -> str | None:
         cloud, _, name = self.region.partition("/")
         return name if cloud == "onprem" else None

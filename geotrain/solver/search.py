@@ -171,7 +171,7 @@ class Searcher:
         node fast enough alone, or two or more nodes — each at best its candidate's cost per sample
         at full speed, and with hivemind keeping only the efficiency ``e`` of it."""
         cands = self.problem.candidates
-        ratio = [(c.price_usd_per_hour + c.data_usd_per_hour) / (3600 * c.rate * c.goodput) for c in cands]
+        ratio = [c.usd_per_good_sample_s / 3600 for c in cands]
         single = min((ratio[i] for i in self._lone_nodes() if cands[i].rate * cands[i].goodput >= at_least),
                      default=math.inf)
         several = min(ratio)

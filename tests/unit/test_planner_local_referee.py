@@ -18,10 +18,11 @@ from dataclasses import replace
 import pytest
 
 from geotrain.domain import Constraints, JobSpec, NodeGroup, Objective, SyncSettings, SyncStrategyName
-from geotrain.errors import InfeasibleError, NotFoundError
+from geotrain.errors import InfeasibleError
 from geotrain.planning.planner import PlanOptions, build_context, make_plan, predict_groups
 from geotrain.planning.referee import MixReferee
 from geotrain.pricing.snapshot import PriceSnapshot, bundled_snapshot
+from tests.unit.test_planner_referee import rated_offers
 
 LIGHT = 12  # markets `make test` runs; `make test-all` runs HEAVY more
 HEAVY = 50
@@ -67,7 +68,7 @@ def case(seed: int):
     while True:
         snapshot, job = market(rng)
         ctx = build_context(job, snapshot, options=options)
-        offers = offers_of(ctx, snapshot)
+        offers = rated_offers(ctx, snapshot)
         if len(offers) < 2:
             continue
         single = max(predict_groups(ctx, [NodeGroup(o, 1)]).goodput_samples_per_s for o in offers)
@@ -77,19 +78,6 @@ def case(seed: int):
         target = single + (-fastest - single) * rng.uniform(0.2, 0.9)
         job = replace(job, target_samples_per_s=target)
         return snapshot, job, build_context(job, snapshot, options=options), offers, target, rng, options
-
-
-def offers_of(ctx, snapshot):
-    out = []
-    for offer in snapshot.offers():
-        try:
-            ctx.perf.rates.node_rate(ctx.workload, offer.shape.accelerator, offer.shape.accelerator_count)
-        except NotFoundError:
-            continue
-        if ctx.job.constraints.spot_only and offer.market.value != "spot":
-            continue
-        out.append(offer)
-    return out
 
 
 def check(seed: int) -> None:

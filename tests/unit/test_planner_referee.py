@@ -49,15 +49,22 @@ def cases(draw, strategy=None):
                              sync=sync, constraints=constraints), fraction
 
 
-def every_mix(ctx, snapshot):
-    """Every mix of every offer of the instance the limits allow, with the perf model's figures."""
+def rated_offers(ctx, snapshot):
+    """The snapshot's offers the job may use and the perf model has a compute rate for."""
     offers = []
     for offer in snapshot.offers():
         try:
             ctx.perf.rates.node_rate(ctx.workload, offer.shape.accelerator, offer.shape.accelerator_count)
         except NotFoundError:
             continue
-        offers.append(offer)
+        if not (ctx.job.constraints.spot_only and offer.market.value != "spot"):
+            offers.append(offer)
+    return offers
+
+
+def every_mix(ctx, snapshot):
+    """Every mix of every offer of the instance the limits allow, with the perf model's figures."""
+    offers = rated_offers(ctx, snapshot)
     c = ctx.job.constraints
     for counts in itertools.product(range(c.max_nodes + 1), repeat=len(offers)):
         if not 0 < sum(counts) <= c.max_nodes:

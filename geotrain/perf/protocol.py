@@ -1,0 +1,63 @@
+"""What a runtime's transport adds to a round beyond the sync strategies' terms (``perf.strategies``).
+
+gloo waits for the receiver before each send, so an all-reduce costs about 2.5 round trips where the
+ring model counts one. :class:`Protocol` adds ``k_s`` round trips of the longest RTT in use to a round,
+per strategy ``s``; :func:`runtime_protocol` reads the figures geotrain's runtime was measured at
+(``perf/data/protocol.json``, made by ``bench/wan.py --write``).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from dataclasses import dataclass, replace
+
+from geotrain.perf.data import data_text
+from geotrain.perf.strategies import SyncCost, Topology
+
+
+@dataclass(frozen=True, slots=True)
+class Protocol:
+    """What a runtime's transport adds to a round beyond the terms above: ``k_s`` round trips of the
+    longest RTT between two places in use, per strategy ``s``::
+
+        T_round' = T_round + k_s · max_{g,h at different places} rtt(g,h),   samples/s · T_round / T_round'
+
+    Measured for geotrain's runtime on gloo over emulated links (``perf/data/protocol.json``, fitted
+    on one topology and checked on another); zero where nothing was measured (``NO_PROTOCOL``)."""
+
+    name: str = "none"
+    round_trips: tuple[tuple[str, float], ...] = ()  # (strategy, k_s)
+
+    def of(self, strategy: str) -> float:
+        return dict(self.round_trips).get(strategy, 0.0)
+
+    @staticmethod
+    def rtt_s(topo: Topology) -> float:
+        """The longest RTT between two places in use (0 in one place)."""
+        return max((topo.link(i, j).rtt_ms / 1e3 for i in range(len(topo.groups)) for j in range(i + 1, len(topo.groups))
+                    if topo.groups[i].location.zone_scope != topo.groups[j].location.zone_scope), default=0.0)
+
+    def applied(self, strategy: str, topo: Topology, cost: SyncCost) -> SyncCost:
+        """``cost`` with the protocol's round trips added to its round."""
+        extra = self.of(strategy) * self.rtt_s(topo)
+        if extra <= 0 or cost.time_per_round_s <= 0:
+            return cost
+        scale = cost.time_per_round_s / (cost.time_per_round_s + extra)
+        return replace(cost, samples_per_s=cost.samples_per_s * scale, time_per_round_s=cost.time_per_round_s + extra,
+                       comm_s=cost.comm_s + extra,
+                       bytes_per_s={pair: rate * scale for pair, rate in cost.bytes_per_s.items()},
+                       good_samples_per_s=None if cost.good_samples_per_s is None else cost.good_samples_per_s * scale)
+
+
+NO_PROTOCOL = Protocol()
+
+
+@functools.cache
+def runtime_protocol(backend: str = "gloo") -> Protocol:
+    """The round trips geotrain's runtime adds per round on ``backend``; none for a backend that was
+    not measured."""
+    data = json.loads(data_text("protocol.json"))["backends"].get(backend)
+    if data is None:
+        return NO_PROTOCOL
+    return Protocol(backend, tuple(sorted(data["round_trips"].items())))
