@@ -31,6 +31,10 @@ def bottleneck_words(result: Estimate) -> str:
     link = b.link
     how = {"measured": "measured", "derived": f"derived from the measured pair {link.derived_from}",
            "modelled": "RTT measured, bandwidth modelled"}.get(link.basis, "estimated")
+    if b.what == "link aggregate" and link.aggregate_gbps is None:
+        return (f"all streams between {_where(a)} and {_where(c)} together, through one path that carries "
+                f"{link.bandwidth_gbps * 1000:.0f} Mbit/s as one stream ({how}; no multi-stream figure for it: "
+                f"give aggregate_gbps in the site's links to count more): {share}")
     if b.what == "link aggregate":
         return (f"all streams between {_where(a)} and {_where(c)} together ({link.aggregate_gbps:.2f} Gbit/s "
                 f"aggregate, one stream per peer at {link.bandwidth_gbps * 1000:.0f} Mbit/s): {share}")

@@ -3,7 +3,8 @@
 A link has two caps. Training peers talk over one TCP stream per peer pair (Hivemind opens one per
 peer), so the first is the *single-stream* bandwidth; the second is an *aggregate*: what all the
 streams of one sender (a VM; an on-prem site as a whole) towards the other end carry together. A
-sender's traffic to n peers there moves at most at ``min(n × single stream, aggregate)``, and all its
+VM's traffic to n peers there moves at most at ``min(n × single stream, aggregate)``; an on-prem
+site's at its measured aggregate there, else at one stream's figure (its streams share one path), and all its
 traffic together at most at its own egress cap (a VM's NIC figure, a site's ``uplink_gbps``: the
 strategies in :mod:`geotrain.perf.strategies` apply that one). For a pair of locations the model
 answers, in this order:
@@ -31,6 +32,9 @@ answers, in this order:
    - ``aggregate`` is Skyplane's 64-stream throughput between two VMs of the regions (cloud pairs
      only; also the link's aggregate cap). An on-prem end without a measured link has no aggregate
      but its uplink.
+   An on-prem site's streams to one place share its path there: without a measured aggregate for
+   the pair, the strategies count what one stream carries as the path's aggregate
+   (``strategies.site_path_gbps``).
    Inside one zone the cap alone applies (RTT measured per cloud); across zones of one region
    there is no measurement in the sources, so the same-zone figures are used (*estimated*).
 

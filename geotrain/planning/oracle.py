@@ -6,22 +6,22 @@ traffic is priced as the bill does. The terms here are the perf model's own roun
 (``geotrain.perf.strategies``): pairs over the single-stream link, a node's egress over its own cap,
 an on-prem site's traffic over its uplink (its aggregate). Hivemind's per-region aggregate term
 (``B(q,q')/agg(q,q')``, one VM's or one site's streams to another region together) needs the counts
-of two places at once and has no row; the oracle keeps one bound of it: where every other region has
-a measured aggregate to a site, the site's traffic leaves at most at their sum (``site_cap_gbps``).
+of two places at once and has no row; the oracle keeps one bound of it: the site's traffic leaves at
+most at the sum of its paths to the other regions (each its measured aggregate, else one stream's
+figure: ``site_path_gbps``; ``site_cap_gbps``).
 Its times stay at most the perf model's (the MIP a relaxation), and the referee's evaluation rejects
 a mix the rest of the term would slow.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from geotrain.domain import CLOUD_ONPREM, Location, SyncStrategyName
 from geotrain.perf.network import NetworkModel
 from geotrain.perf.strategies import (
     HivemindFit, asgd_push_s, hivemind_node_egress_s, hivemind_overhead_s, hivemind_pair_s, hivemind_site_s,
-    ring_pair_s, seconds,
+    ring_pair_s, seconds, site_path_gbps,
 )
 from geotrain.pricing.egress import EgressPrices
 
@@ -114,8 +114,8 @@ class PerfOracle:
         return hivemind_site_s(self.payload_bytes, k, inside, self.site_cap_gbps(site))
 
     def site_cap_gbps(self, site: str) -> float:
-        """What all of a site's traffic to the other places can leave at: its uplink, or less where every
-        other region has a measured aggregate to the site (their sum: the site's traffic to the nodes
+        """What all of a site's traffic to the other places can leave at: its uplink, or less where the
+        paths from the site to the other regions carry less (their sum: the site's traffic to the nodes
         elsewhere, ``inside·(k − inside)·2W/k``, then takes at least that long through the per-region
         aggregate terms of the perf model)."""
         found = self._site_caps.get(site)
@@ -128,7 +128,7 @@ class PerfOracle:
                 if home is None or loc.region_scope == home.region_scope:
                     continue
                 # the largest over a region's places: a mix may use only that one
-                aggregate = self.network.link(home, loc).aggregate_gbps or math.inf
+                aggregate = site_path_gbps(self.network.link(home, loc))
                 per_region[loc.region_scope] = max(per_region.get(loc.region_scope, 0.0), aggregate)
             total = sum(per_region.values())
             found = self._site_caps[site] = min(uplink, total) if per_region else uplink

@@ -27,8 +27,10 @@ File format (YAML)::
 A link's ``to`` is ``cloud/region``, ``cloud/region/zone`` or ``onprem/<another site>``;
 ``single_stream_gbps`` (one TCP stream, e.g. ``iperf`` without ``-P``) and ``rtt_ms`` (``ping``) are
 required, ``aggregate_gbps`` (all streams from the site to there together, e.g. ``iperf -P 10``) is
-optional. Hivemind opens one stream per peer, so the site's traffic to m peers there is bounded by
-``min(m × single_stream_gbps, aggregate_gbps, uplink_gbps)``.
+optional. Hivemind opens one stream per peer, and every peer's share of an averaging round crosses
+the site's one path: the site's traffic to its peers there moves at ``min(aggregate_gbps,
+uplink_gbps)``, and without an ``aggregate_gbps`` at what one stream carries there (the streams share
+the path; more is counted only where a multi-stream measurement says so).
 
 Each machine kind becomes one offer: cloud ``onprem``, region = site, zone "", market ``owned``,
 capacity_hint = count, interruption band ``none`` (0 interruptions per hour).

@@ -84,7 +84,7 @@ def test_the_multi_node_ddp_task_trains_with_torchrun_over_two_nodes(tmp_path):
     assert done.returncode == 0, done.stdout + done.stderr
     run_id = only_run()
     logs = logs_of(run_id)
-    assert len(logs) == 2, logs
+    assert len(logs) == 2, (logs, [(e.kind, e.detail) for e in Ledger(create=False).events(run_id)])
     lines = [line for text in logs.values() for line in text.splitlines() if line.startswith("rank ")]
     assert sorted(line.split()[1] for line in lines) == ["0/2", "1/2"], logs
     assert len({line.split()[-1] for line in lines}) == 1  # DDP: both ranks end with the same weights

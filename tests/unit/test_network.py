@@ -169,6 +169,19 @@ def test_a_sites_traffic_to_n_peers_moves_at_n_streams_up_to_its_aggregate(tmp_p
     assert bound.what == ("link" if peers * 0.5 < 2.2 else "link aggregate")
 
 
+@pytest.mark.parametrize("peers", [1, 2, 4, 8])
+def test_without_a_multi_stream_figure_a_sites_peers_share_one_streams_worth_of_its_path(tmp_path, peers):
+    """Every peer's share of the butterfly crosses the site's path to the US: with only a single-stream
+    measurement there, n peers together move at what one stream carries, so the transfer grows with
+    the peers' count instead of shrinking as 2W/n per pair."""
+    net, _ = site_network(tmp_path, links=(US_LINK,))
+    t, bound, _ = hivemind_transfer(net, [(MUNICH, 1), (US_C, peers)], {"munich-lab": 5.0})
+    leaving_bytes = peers * 2 * 1e9 / (peers + 1)
+    one_pair_rtts_s = 2 * 0.151 if peers == 1 else 0.0  # one peer: the pair's own term, with its two RTTs
+    assert t == pytest.approx(leaving_bytes * 8 / 0.06e9 + one_pair_rtts_s)
+    assert bound.what == ("link" if peers == 1 else "link aggregate")
+
+
 def test_a_sites_machines_share_its_aggregate_and_its_uplink(tmp_path):
     net, _ = site_network(tmp_path, links=(EU_LINK,), count=4)
     # 4 machines x 4 peers x chunk through one 2.2 Gbit/s path; the 5 Gbit/s uplink does not bind
