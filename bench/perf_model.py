@@ -6,13 +6,19 @@
    multi-peer runs and that group is predicted. Groups are setup families (setup × accelerator ×
    cloud), then workloads, then series (one workload's peer sweep in one setup family). The
    single-node baselines are the model's measured compute rates, an input of every fold, not a group. Median, p90 and max |error| per group and over all held-out runs.
-3. How many predictions per second ``PerfModel.predict`` makes for a geo-distributed mix.
+3. Leave one accelerator out of the datasheet rule (``geotrain.perf.rates``): its exponents are
+   refitted without one of the accelerators Lambda measured, and that accelerator's 1-GPU ratio to
+   the A10 is predicted from its datasheet, beside the TFLOPS-only ratio; then the T4, which Lambda
+   did not measure, against Erben et al.'s measured T4/A10 ratios (never fitted on).
+4. How many predictions per second ``PerfModel.predict`` makes for a geo-distributed mix.
 
     .venv/bin/python bench/perf_model.py
 """
 
 from __future__ import annotations
 
+import csv
+import io
 import statistics
 import time
 from collections.abc import Callable, Sequence
@@ -23,6 +29,7 @@ from geotrain.perf.calibration import CalibrationRun, fit_hivemind, load_runs, m
 from geotrain.perf.data import data_text
 from geotrain.perf.model import PerfModel
 from geotrain.perf.network import NetworkModel
+from geotrain.perf.rates import ANCHOR, SAME_CHIP, GpuScaling, bundled_datasheets, chip_name, fit_hardware_exponents
 from geotrain.pricing.egress import EgressPrices
 from geotrain.perf.workloads import WorkloadRegistry
 
@@ -123,6 +130,44 @@ def speed(model: PerfModel, seconds: float = 2.0) -> None:
         print(f"predict ({name}, 12 nodes in 4 groups, 3 regions, 3 clouds): {rate:,.0f} predictions/s")
 
 
+def accelerator_folds() -> None:
+    """Section 3: the datasheet rule, one accelerator held out at a time."""
+    sheets = bundled_datasheets()
+    scaling = GpuScaling.parse(data_text("gpu_scaling.csv"), "bundled gpu_scaling.csv")
+    measured = {(acc, kind): r for (acc, kind), r in scaling.ratios.items()
+                if acc != ANCHOR and acc in sheets and acc == chip_name(acc)}  # one row per chip
+    print("\nLeave one accelerator out: the datasheet rule's exponents refitted without it (Lambda's 1-GPU ratios "
+          "to A10)")
+    print(f"{'held out':<12} {'kind':<4} {'measured':>8} | {'rule':>6} {'error':>7} | {'TFLOPS':>6} {'error':>7}"
+          " | x, y")
+    new_errors: list[float] = []
+    old_errors: list[float] = []
+    for (acc, kind), ratio in sorted(measured.items()):
+        chip = next((g for g in SAME_CHIP if acc in g), frozenset({acc}))  # its same-chip names go too
+        x, y = fit_hardware_exponents(scaling.ratios, sheets, leave_out=chip)[kind]
+        t, b = sheets[acc].ratio_to(sheets[ANCHOR])
+        rule = t ** x * b ** y
+        new_errors.append(abs(rule / ratio - 1))
+        old_errors.append(abs(t / ratio - 1))
+        print(f"{acc:<12} {kind:<4} {ratio:>8.3f} | {rule:>6.3f} {rule / ratio - 1:>+7.1%} | {t:>6.3f} "
+              f"{t / ratio - 1:>+7.1%} | {x:.3f}, {y:.3f}")
+    print(f"{'all held out':<17} {len(new_errors):>8} | median {statistics.median(new_errors):.1%} max "
+          f"{max(new_errors):.1%} | TFLOPS rule: median {statistics.median(old_errors):.1%} max {max(old_errors):.1%}")
+    exponents = fit_hardware_exponents(scaling.ratios, sheets)
+    rates = {(row["workload"], row["accelerator"]): float(row["samples_per_s"])
+             for row in csv.DictReader(io.StringIO(data_text("compute_rates.csv")))
+             if row.get("accelerator_count", "1") in ("", "1")}
+    for (workload, acc), value in sorted(rates.items()):
+        if acc in (ANCHOR, "CPU") or acc in {a for a, _ in measured} or (workload, ANCHOR) not in rates:
+            continue
+        kind = REGISTRY.get(workload).kind
+        x, y = exponents[kind]
+        t, b = sheets[acc].ratio_to(sheets[ANCHOR])
+        ratio, rule = value / rates[(workload, ANCHOR)], t ** x * b ** y
+        print(f"{acc:<12} {kind:<4} {ratio:>8.3f} | {rule:>6.3f} {rule / ratio - 1:>+7.1%} | {t:>6.3f} "
+              f"{t / ratio - 1:>+7.1%} | not in Lambda's data: Erben et al.'s {workload} on {acc} / {ANCHOR}")
+
+
 if __name__ == "__main__":
     perf = PerfModel(egress=EgressPrices.bundled())
     calibration = load_runs(data_text("calibration_runs.csv"))
@@ -131,5 +176,6 @@ if __name__ == "__main__":
     cross_validation(calibration, lambda r: r.workload, "workloads")
     cross_validation(calibration, lambda r: f"{family(r)} / {r.workload}", "series (one workload's peer sweep in "
                      "one setup family)")
+    accelerator_folds()
     print()
     speed(perf)

@@ -23,9 +23,18 @@ One accelerator (``single``), in this order:
 3. Lambda ratio (*derived*): the workload's anchor rate times Lambda's measured ratio of the two
    accelerators for the workload's kind (or, without an anchor rate, another accelerator's measured
    rate of the workload times the ratio of their Lambda ratios).
-4. Hardware ratio (*estimated*): the anchor rate times the ratio of dense FP16 tensor TFLOPS from
-   the vendor datasheets (``perf/data/accelerators.csv``), for accelerators Lambda did not measure
-   (T4, L4, L40S, A10G, P100). Peak-FLOP ratios overstate real speed-ups of fast GPUs.
+4. Hardware ratio (*estimated*), for accelerators Lambda did not measure (T4, L4, L40S, A10G,
+   P100): the anchor rate times a roofline-like blend of the two datasheet ratios to the anchor
+   (``perf/data/accelerators.csv``), dense FP16 tensor TFLOPS ``t`` and memory bandwidth ``b``::
+
+       ratio = (t / t_A10)^x_k · (b / b_A10)^y_k
+
+   with ``x_k``, ``y_k`` per kind (cv, nlp) fitted by least squares on the logs of Lambda's measured
+   1-GPU ratios of the accelerators that have datasheet figures (:func:`fit_hardware_exponents`;
+   ``bench/perf_model.py`` holds each accelerator out in turn). A step is part compute-bound,
+   part memory-bound: the TFLOPS ratio alone overstates fast GPUs (H100 on ResNet-50: 7.9 by
+   TFLOPS, 4.6 measured) and understates bandwidth-rich ones (V100: 1.0 by TFLOPS, 1.3 measured).
+   A workload of neither kind uses the exponents fitted on both kinds' ratios together.
 
 A node of n accelerators: its measured row if there is one, else n x single x efficiency(n), where
 the efficiency is Lambda's measured throughput(n) / (n x throughput(1)) for that accelerator and
@@ -156,31 +165,31 @@ class GpuScaling:
 class RateTable:
     """Measured rates plus the rules that derive or estimate the rest."""
 
-    def __init__(self, rates: Iterable[ComputeRate], tflops: dict[str, float],
+    def __init__(self, rates: Iterable[ComputeRate], sheets: Mapping[str, Datasheet],
                  scaling: GpuScaling | None = None) -> None:
         self._rates = {(r.workload, r.accelerator, r.accelerator_count): r for r in rates}
-        self._tflops = dict(tflops)
+        self._sheets = dict(sheets)
         self._scaling = scaling or GpuScaling()
+        self._exponents = fit_hardware_exponents(self._scaling.ratios, self._sheets)
 
     @classmethod
     @functools.cache
     def bundled(cls) -> RateTable:
         rates = [*_parse_rates(data_text("compute_rates.csv"), "bundled compute_rates.csv"),
                  *_parse_rates(data_text("cpu_rates.csv"), "bundled cpu_rates.csv")]
-        tflops = {row["accelerator"]: float(row["fp16_tensor_tflops"])
-                  for row in csv.DictReader(io.StringIO(data_text("accelerators.csv")))}
-        return cls(rates, tflops, GpuScaling.parse(data_text("gpu_scaling.csv"), "bundled gpu_scaling.csv"))
+        scaling = GpuScaling.parse(data_text("gpu_scaling.csv"), "bundled gpu_scaling.csv")
+        return cls(rates, bundled_datasheets(), scaling)
 
     def with_file(self, path: str | Path) -> RateTable:
         extra = _parse_rates(read_text(Path(path), InputError), str(path))
-        return RateTable([*self._rates.values(), *extra], self._tflops, self._scaling)
+        return RateTable([*self._rates.values(), *extra], self._sheets, self._scaling)
 
     def measured(self) -> list[ComputeRate]:
         return list(self._rates.values())
 
     def accelerators(self) -> set[str]:
         """The accelerator names this table can rate (datasheet or measured rows), CPU included."""
-        return set(self._tflops) | {a for (_, a, _) in self._rates} | {CPU}
+        return set(self._sheets) | {a for (_, a, _) in self._rates} | {CPU}
 
     def node_rate(self, workload: Workload, accelerator: str | None, count: int) -> ComputeRate:
         """Samples/s of one node of ``count`` × ``accelerator`` (None = CPU only) on ``workload``."""
@@ -278,11 +287,74 @@ class RateTable:
 
     def _hardware_ratio(self, workload: Workload, acc: str) -> tuple[float, str, str] | None:
         anchor = self._rates.get((workload.name, ANCHOR, 1))
-        if anchor is None or acc not in self._tflops or ANCHOR not in self._tflops:
+        if anchor is None or acc not in self._sheets or ANCHOR not in self._sheets:
             return None
-        ratio = self._tflops[acc] / self._tflops[ANCHOR]
+        kind = workload.kind if workload.kind in self._exponents else ANY_KIND
+        x, y = self._exponents.get(kind, (1.0, 0.0))  # nothing to fit on: the TFLOPS ratio alone
+        t, b = self._sheets[acc].ratio_to(self._sheets[ANCHOR])
+        ratio = t ** x * b ** y
         return anchor.samples_per_s * ratio, ESTIMATED, (
-            f"{ANCHOR} rate x datasheet FP16 tensor TFLOPS ratio {acc}/{ANCHOR} = {ratio:.3f}")
+            f"{ANCHOR} rate x datasheet ratio {acc}/{ANCHOR} {ratio:.3f} = FP16 tensor TFLOPS {t:.3f}^{x:.3f} "
+            f"x memory bandwidth {b:.3f}^{y:.3f} (exponents fitted on Lambda's measured ratios, {kind})")
+
+
+ANY_KIND = "any kind"
+
+
+def chip_name(acc: str) -> str:
+    """The first name (sorted) of ``acc``'s same-chip group, else ``acc``."""
+    return min(next((g for g in SAME_CHIP if acc in g), frozenset({acc})))
+
+
+@dataclass(frozen=True, slots=True)
+class Datasheet:
+    """An accelerator's vendor figures (``perf/data/accelerators.csv``)."""
+
+    fp16_tensor_tflops: float
+    memory_bandwidth_gbs: float
+
+    def ratio_to(self, other: Datasheet) -> tuple[float, float]:
+        """(TFLOPS ratio, bandwidth ratio) of this accelerator to ``other``."""
+        return (self.fp16_tensor_tflops / other.fp16_tensor_tflops,
+                self.memory_bandwidth_gbs / other.memory_bandwidth_gbs)
+
+
+@functools.cache
+def bundled_datasheets() -> dict[str, Datasheet]:
+    return {row["accelerator"]: Datasheet(float(row["fp16_tensor_tflops"]), float(row["memory_bandwidth_gbs"]))
+            for row in csv.DictReader(io.StringIO(data_text("accelerators.csv")))}
+
+
+def fit_hardware_exponents(ratios: Mapping[tuple[str, str], float], sheets: Mapping[str, Datasheet],
+                           leave_out: frozenset[str] = frozenset()) -> dict[str, tuple[float, float]]:
+    """``kind -> (x, y)``: least squares of ``ln r = x ln t + y ln b`` over the measured 1-GPU ratios
+    ``r`` to the anchor of the accelerators with datasheet figures (``t``, ``b``: their datasheet
+    ratios to the anchor), per kind and over both kinds together (``ANY_KIND``); names of one chip
+    (``SAME_CHIP``) count once. A kind with fewer than two such accelerators gets no exponents.
+    ``leave_out``: accelerators not to fit on (the bench's held-out folds)."""
+    anchor = sheets.get(ANCHOR)
+    if anchor is None:
+        return {}
+    rows: dict[str, list[tuple[float, float, float]]] = {}
+    for (acc, kind), ratio in sorted(ratios.items()):
+        if acc == ANCHOR or acc in leave_out or acc not in sheets or ratio <= 0 or acc != chip_name(acc):
+            continue  # one point per chip: same-chip names share Lambda's rows
+        t, b = sheets[acc].ratio_to(anchor)
+        point = (math.log(t), math.log(b), math.log(ratio))
+        rows.setdefault(kind, []).append(point)
+        rows.setdefault(ANY_KIND, []).append(point)
+    out = {}
+    for kind, points in rows.items():
+        stt = sum(p[0] * p[0] for p in points)
+        sbb = sum(p[1] * p[1] for p in points)
+        stb = sum(p[0] * p[1] for p in points)
+        str_ = sum(p[0] * p[2] for p in points)
+        sbr = sum(p[1] * p[2] for p in points)
+        det = stt * sbb - stb * stb
+        if len(points) < 2 or abs(det) < 1e-12:
+            continue
+        out[kind] = ((str_ * sbb - sbr * stb) / det, (sbr * stt - str_ * stb) / det)
+    return out
 
 
 RATE_COLUMNS = ("workload", "kind", "accelerator", "accelerator_count", "samples_per_s", "estimated", "source")

@@ -86,9 +86,44 @@ def test_rule_order_measured_kind_ratio_lambda_datasheet():
     h100 = rate("resnet50", "H100", 1)  # Lambda measured H100 and A10: derived, below the datasheet ratio
     assert h100.basis == "derived" and h100.samples_per_s == pytest.approx(779 * SCALING.ratio("H100", "cv"))
     assert h100.samples_per_s < 779 * 989 / 125
-    l4 = rate("resnet50", "L4", 1)  # not in Lambda's data: the datasheet rule stays
-    assert l4.basis == "estimated" and "TFLOPS" in l4.source
-    assert l4.samples_per_s == pytest.approx(779 * 121 / 125)
+    l4 = rate("resnet50", "L4", 1)  # not in Lambda's data: the datasheet rule
+    assert l4.basis == "estimated" and "TFLOPS" in l4.source and "memory bandwidth" in l4.source
+    x, y = referee_exponents("cv")
+    assert l4.samples_per_s == pytest.approx(779 * (121 / 125) ** x * (300 / 600) ** y)
+    assert l4.samples_per_s < 779 * 121 / 125  # 300 GB/s against the A10's 600: below the TFLOPS ratio
+
+
+def referee_exponents(kind: str) -> tuple[float, float]:
+    """The datasheet rule's exponents by numpy's least squares on the shipped files, one point per
+    accelerator with a datasheet and a Lambda ratio (V100-32GB is the V100's chip: left out)."""
+    import numpy as np
+
+    sheet = {row["accelerator"]: (float(row["fp16_tensor_tflops"]), float(row["memory_bandwidth_gbs"]))
+             for row in csv.DictReader(io.StringIO(data_text("accelerators.csv")))}
+    points = [(acc, ratio) for (acc, k), ratio in SCALING.ratios.items()
+              if k == kind and acc in sheet and acc not in ("A10", "V100-32GB")]
+    a = np.array([[math.log(sheet[acc][0] / sheet["A10"][0]), math.log(sheet[acc][1] / sheet["A10"][1])]
+                  for acc, _ in points])
+    x, y = np.linalg.lstsq(a, np.array([math.log(r) for _, r in points]), rcond=None)[0]
+    return float(x), float(y)
+
+
+def test_the_datasheet_exponents_are_refitted_without_a_held_out_accelerator():
+    from geotrain.perf.rates import Datasheet, fit_hardware_exponents
+
+    sheets = {"A10": Datasheet(100, 100), "P": Datasheet(200, 150), "Q": Datasheet(400, 500), "R": Datasheet(90, 300),
+              "V100": Datasheet(300, 300), "V100-32GB": Datasheet(300, 300)}
+    truth = {acc: (s.fp16_tensor_tflops / 100) ** 0.3 * (s.memory_bandwidth_gbs / 100) ** 0.6
+             for acc, s in sheets.items()}
+    ratios = {(acc, "cv"): r for acc, r in truth.items()}
+    ratios[("V100-32GB", "cv")] = 99.0  # a same-chip name counts once (the sorted first: V100)
+    x, y = fit_hardware_exponents(ratios, sheets)["cv"]
+    assert (x, y) == (pytest.approx(0.3), pytest.approx(0.6))
+    ratios[("Q", "cv")] = 50.0  # a point that breaks the law moves the fit, unless it is held out
+    assert fit_hardware_exponents(ratios, sheets)["cv"] != (pytest.approx(0.3), pytest.approx(0.6))
+    assert fit_hardware_exponents(ratios, sheets, leave_out=frozenset({"Q"}))["cv"] == (
+        pytest.approx(0.3), pytest.approx(0.6))
+    assert "nlp" not in fit_hardware_exponents(ratios, sheets)  # nothing measured for it: no exponents
 
 
 def test_unmeasured_scaling_is_the_median_and_estimated():
