@@ -330,7 +330,7 @@ def _aggregate_term(topo: Topology, payload: float) -> tuple[float, Bottleneck |
     worst, bound = 0.0, None
     for x, q in enumerate(names):
         for r in names[x + 1:]:
-            site = senders[q] > 1 or senders[r] > 1 or CLOUD_ONPREM in (q.split("/", 1)[0], r.split("/", 1)[0])
+            site = CLOUD_ONPREM in (q.split("/", 1)[0], r.split("/", 1)[0])  # one end is an on-prem site
             capped = [(site_path_gbps(topo.link(i, j)) if site else topo.link(i, j).aggregate_gbps, i, j)
                       for i in regions[q] for j in regions[r]]
             capped = [c for c in capped if c[0]]
