@@ -17,8 +17,6 @@
 
 from __future__ import annotations
 
-import csv
-import io
 import statistics
 import time
 from collections.abc import Callable, Sequence
@@ -29,7 +27,9 @@ from geotrain.perf.calibration import CalibrationRun, fit_hivemind, load_runs, m
 from geotrain.perf.data import data_text
 from geotrain.perf.model import PerfModel
 from geotrain.perf.network import NetworkModel
-from geotrain.perf.rates import ANCHOR, SAME_CHIP, GpuScaling, bundled_datasheets, chip_name, fit_hardware_exponents
+from geotrain.perf.rates import (
+    ANCHOR, SAME_CHIP, GpuScaling, RateTable, bundled_datasheets, chip_name, fit_hardware_exponents,
+)
 from geotrain.pricing.egress import EgressPrices
 from geotrain.perf.workloads import WorkloadRegistry
 
@@ -154,9 +154,8 @@ def accelerator_folds() -> None:
     print(f"{'all held out':<17} {len(new_errors):>8} | median {statistics.median(new_errors):.1%} max "
           f"{max(new_errors):.1%} | TFLOPS rule: median {statistics.median(old_errors):.1%} max {max(old_errors):.1%}")
     exponents = fit_hardware_exponents(scaling.ratios, sheets)
-    rates = {(row["workload"], row["accelerator"]): float(row["samples_per_s"])
-             for row in csv.DictReader(io.StringIO(data_text("compute_rates.csv")))
-             if row.get("accelerator_count", "1") in ("", "1")}
+    rates = {(r.workload, r.accelerator): r.samples_per_s for r in RateTable.bundled().measured()
+             if r.accelerator_count == 1 and r.basis == "measured"}
     for (workload, acc), value in sorted(rates.items()):
         if acc in (ANCHOR, "CPU") or acc in {a for a, _ in measured} or (workload, ANCHOR) not in rates:
             continue

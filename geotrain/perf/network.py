@@ -34,7 +34,7 @@ answers, in this order:
      but its uplink.
    An on-prem site's streams to one place share its path there: without a measured aggregate for
    the pair, the strategies count what one stream carries as the path's aggregate
-   (``strategies.site_path_gbps``).
+   (``LinkEstimate.site_path_gbps``).
    Inside one zone the cap alone applies (RTT measured per cloud); across zones of one region
    there is no measurement in the sources, so the same-zone figures are used (*estimated*).
 
@@ -90,6 +90,13 @@ class LinkEstimate:
         if self.derived_from is not None:
             return "derived"
         return "modelled" if self.rtt_measured else "estimated"
+
+    @property
+    def site_path_gbps(self) -> float:
+        """What all streams between an on-prem site and the other end carry together: the measured
+        aggregate, else what one stream carries (the site's streams share one path, and a site is not
+        assumed to add streams up where nobody measured that it does)."""
+        return self.aggregate_gbps or self.bandwidth_gbps
 
     def transfer_s(self, payload_bytes: float) -> float:
         return payload_bytes * 8 / (self.bandwidth_gbps * 1e9)

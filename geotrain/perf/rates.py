@@ -343,17 +343,15 @@ def fit_hardware_exponents(ratios: Mapping[tuple[str, str], float], sheets: Mapp
         point = (math.log(t), math.log(b), math.log(ratio))
         rows.setdefault(kind, []).append(point)
         rows.setdefault(ANY_KIND, []).append(point)
+    import numpy as np
+
     out = {}
     for kind, points in rows.items():
-        stt = sum(p[0] * p[0] for p in points)
-        sbb = sum(p[1] * p[1] for p in points)
-        stb = sum(p[0] * p[1] for p in points)
-        str_ = sum(p[0] * p[2] for p in points)
-        sbr = sum(p[1] * p[2] for p in points)
-        det = stt * sbb - stb * stb
-        if len(points) < 2 or abs(det) < 1e-12:
+        a = np.array([p[:2] for p in points])
+        if len(points) < 2 or np.linalg.matrix_rank(a) < 2:
             continue
-        out[kind] = ((str_ * sbb - sbr * stb) / det, (sbr * stt - str_ * stb) / det)
+        (x, y), *_ = np.linalg.lstsq(a, np.array([p[2] for p in points]), rcond=None)
+        out[kind] = (float(x), float(y))
     return out
 
 

@@ -34,7 +34,7 @@ and the slowest host in the round sets its pace::
                bytes leaving a site = c_s·(n − c_s)·2W/n;  c_q nodes in region q; s_q = 1 for cloud
                VMs (each sends its own streams), c_q for an on-prem site (its machines share one path);
                between an on-prem site and another place agg = the link's measured aggregate, else
-               what one stream carries there (``site_path_gbps``): every peer's butterfly share
+               what one stream carries there (``LinkEstimate.site_path_gbps``): every peer's butterfly share
                crosses the site's one path, and the site's streams are not assumed to add up where
                no multi-stream figure says they do
     T_comm   = max_g h_g · (f0 + β·n + γ·(P/1e9)·v(n)) + T_xfer
@@ -331,7 +331,7 @@ def _aggregate_term(topo: Topology, payload: float) -> tuple[float, Bottleneck |
     for x, q in enumerate(names):
         for r in names[x + 1:]:
             site = CLOUD_ONPREM in (q.split("/", 1)[0], r.split("/", 1)[0])  # one end is an on-prem site
-            capped = [(site_path_gbps(topo.link(i, j)) if site else topo.link(i, j).aggregate_gbps, i, j)
+            capped = [(topo.link(i, j).site_path_gbps if site else topo.link(i, j).aggregate_gbps, i, j)
                       for i in regions[q] for j in regions[r]]
             capped = [c for c in capped if c[0]]
             if not capped:
@@ -342,13 +342,6 @@ def _aggregate_term(topo: Topology, payload: float) -> tuple[float, Bottleneck |
             if t > worst:
                 worst, bound = t, Bottleneck("link aggregate", t, (i, j), topo.link(i, j))
     return worst, bound
-
-
-def site_path_gbps(link: LinkEstimate) -> float:
-    """What all streams between an on-prem site and one other place carry together: the link's
-    measured aggregate, else what one stream carries (the site's streams share one path, and a site
-    is not assumed to add streams up where nobody measured that it does)."""
-    return link.aggregate_gbps or link.bandwidth_gbps
 
 
 def _ring(topo: Topology, members: Sequence[int]) -> list[tuple[int, int]]:

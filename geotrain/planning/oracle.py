@@ -8,7 +8,7 @@ an on-prem site's traffic over its uplink (its aggregate). Hivemind's per-region
 (``B(q,q')/agg(q,q')``, one VM's or one site's streams to another region together) needs the counts
 of two places at once and has no row; the oracle keeps one bound of it: the site's traffic leaves at
 most at the sum of its paths to the other regions (each its measured aggregate, else one stream's
-figure: ``site_path_gbps``; ``site_cap_gbps``).
+figure: ``LinkEstimate.site_path_gbps``; ``site_cap_gbps``).
 Its times stay at most the perf model's (the MIP a relaxation), and the referee's evaluation rejects
 a mix the rest of the term would slow.
 """
@@ -21,7 +21,7 @@ from geotrain.domain import CLOUD_ONPREM, Location, SyncStrategyName
 from geotrain.perf.network import NetworkModel
 from geotrain.perf.strategies import (
     HivemindFit, asgd_push_s, hivemind_node_egress_s, hivemind_overhead_s, hivemind_pair_s, hivemind_site_s,
-    ring_pair_s, seconds, site_path_gbps,
+    ring_pair_s, seconds,
 )
 from geotrain.pricing.egress import EgressPrices
 
@@ -128,7 +128,7 @@ class PerfOracle:
                 if home is None or loc.region_scope == home.region_scope:
                     continue
                 # the largest over a region's places: a mix may use only that one
-                aggregate = site_path_gbps(self.network.link(home, loc))
+                aggregate = self.network.link(home, loc).site_path_gbps
                 per_region[loc.region_scope] = max(per_region.get(loc.region_scope, 0.0), aggregate)
             total = sum(per_region.values())
             found = self._site_caps[site] = min(uplink, total) if per_region else uplink
