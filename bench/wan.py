@@ -52,6 +52,7 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--steps", type=int, default=24)
     parser.add_argument("--only", default="", help="topologies whose names contain one of these ('|'-separated)")
+    parser.add_argument("--strategies", default=",".join(STRATEGIES), help="comma-separated (default: all)")
     parser.add_argument("--write", type=int, default=0, metavar="RUNS",
                         help=f"fit the runtime's round trips per strategy on {FIT_ON!r} (RUNS runs each, their mean) "
                              "and write geotrain/perf/data/protocol.json before the other topologies")
@@ -70,7 +71,7 @@ def main() -> int:
         print(f"\n== {name} ({len(nodes)} nodes){' (the fit)' if name == FIT_ON else ''} ==")
         print(f"{'strategy':10} {'samples/s':>10} {'model':>8} {'ratio':>6} {'round s':>8} {'model':>7} {'error':>7} "
               f"{'bare':>7} {'loss':>6}  cross-region kB/s wire (model)")
-        for strategy in STRATEGIES:
+        for strategy in args.strategies.split(","):
             t0 = time.perf_counter()
             r = rehearse_topology(nodes, link, settings(strategy), steps=args.steps)
             cross = ", ".join(f"{f.src}→{f.dst} {f.bytes_per_s / 1e3:,.0f} ({f.predicted_bytes_per_s / 1e3:,.0f})"

@@ -100,12 +100,15 @@ def scaled_nodes(plan: Plan, limit: int = MAX_NODES) -> list[Location]:
 
 
 def _config(run_id: str, locations: Sequence[Location], sync: SyncSettings, steps: int, store: dict,
-            checkpoints: Path) -> dict:
+            checkpoints: Path, rates: Sequence[float] | None = None) -> dict:
+    """A generation file; ``rates``: each node's measured compute (asgd-ga's home region is the one
+    with the most, as in the model)."""
     from geotrain.config import sync_to_mapping
 
     world = len(locations)
     nodes = [{"node_id": f"r{r}", "rank": r, "region": loc.region_scope, "region_name": loc.region, "zone": loc.zone,
-              "cloud": loc.cloud, "continent": loc.continent.value} for r, loc in enumerate(locations)]
+              "cloud": loc.cloud, "continent": loc.continent.value, **({"samples_per_s": rates[r]} if rates else {})}
+             for r, loc in enumerate(locations)]
     return {"run_id": run_id, "generation": 1, "workload": WORKLOAD, "sync": sync_to_mapping(sync),
             "deterministic": False, "micro_batches": MICRO_PER_NODE * world, "lr": 0.5, "momentum": 0.9, "seed": 0,
             "target_steps": steps, "checkpoint_url": str(checkpoints), "checkpoint_every": 10**9,
@@ -207,7 +210,8 @@ def rehearse_topology(locations: Sequence[Location], link: Callable[[Location, L
             rates = _rates(ledger, f"solo-{secret}", MICRO_PER_NODE * m)
             # 2. the strategy
             run_id = f"rehearsal-{secret}"
-            config = _config(run_id, locations, sync, steps, {**where, "prefix": f"{secret}/run"}, home / "ck")
+            config = _config(run_id, locations, sync, steps, {**where, "prefix": f"{secret}/run"}, home / "ck",
+                             [rates.get(n, 0.0) for n in names])
             path = home / "run.json"
             path.write_text(json.dumps(config))
             before = network.wire_bytes()
@@ -233,14 +237,26 @@ def _figures(ledger: Ledger, run_id: str, locations: Sequence[Location], link, s
     m = workload.samples_per_step
     world = len(locations)
     rows = ledger.progress_rows(run_id)
-    # samples/s while training: from the first progress report to the last (start-up left out)
-    if len(rows) >= 2 and rows[-1].at > rows[0].at:
-        measured = (rows[-1].samples - rows[0].samples) / (rows[-1].at - rows[0].at)
+    # samples/s while training: from the first progress report to the last before the run's end (the
+    # start-up and the final synchronisation left out: asgd-ga's home waits there for the other
+    # regions' last pushes; the model predicts the steady state)
+    end = rows[-2] if len(rows) >= 3 else rows[-1] if rows else None
+    if end is not None and end.at > rows[0].at:
+        measured = (end.samples - rows[0].samples) / (end.at - rows[0].at)
     else:
         measured = rows[-1].samples / wall if rows else 0.0
-    rounds = [e for e in ledger.events(run_id, kinds=(EventKind.SYNC_ROUNDS,)) if e.detail.get("rank") == 0]
-    count = sum(e.detail["rounds"] for e in rounds)
-    round_s = sum(e.detail["round_s"] for e in rounds) / count if count else float("nan")
+    # the round: rank 0's mean; asgd-ga's regions keep their own pace, and the model's round is its
+    # slowest region's cycle: that region's
+    by_rank: dict[int, list] = {}
+    for e in ledger.events(run_id, kinds=(EventKind.SYNC_ROUNDS,)):
+        by_rank.setdefault(e.detail.get("rank", 0), []).append(e)
+    rounds = by_rank.get(0, [])
+    timed = rounds
+    if sync.strategy is SyncStrategyName.ASGD_GA:
+        timed = max(by_rank.values(), default=[], key=lambda es: sum(e.detail["round_s"] for e in es)
+                    / max(1, sum(e.detail["rounds"] for e in es)))
+    count = sum(e.detail["rounds"] for e in timed)
+    round_s = sum(e.detail["round_s"] for e in timed) / count if count else float("nan")
 
     def estimate(a: Location, b: Location) -> LinkEstimate:
         figure = link(a, b)
@@ -255,10 +271,10 @@ def _figures(ledger: Ledger, run_id: str, locations: Sequence[Location], link, s
     groups = [PeerGroup(loc, 1, max(rate, 1e-9), per_rank[r]) for r, (loc, rate) in enumerate(zip(locations, rates,
                                                                                                    strict=True))]
     topo = Topology(groups, estimate, lambda site: None)
-    cost = make_strategy(sync, runtime_fit()).cost(topo, payload, parameters, WORKLOAD)
+    strategy = make_strategy(sync, runtime_fit())
+    before = strategy.cost(topo, payload, parameters, WORKLOAD).time_per_round_s
     protocol = runtime_protocol("gloo")  # the transport's measured round trips
-    before = cost.time_per_round_s
-    cost = protocol.applied(sync.strategy.value, topo, cost)
+    cost = protocol.cost(strategy, topo, payload, parameters, WORKLOAD)
     training_s = sum(e.detail["round_s"] for e in rounds) or wall  # rank 0's rounds: the time it trained
     links = []
     for i in range(world):

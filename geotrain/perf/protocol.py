@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass, replace
 
 from geotrain.perf.data import data_text
-from geotrain.perf.strategies import SyncCost, Topology
+from geotrain.perf.strategies import AsgdGA, Strategy, SyncCost, Topology
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,6 +22,9 @@ class Protocol:
     longest RTT between two places in use, per strategy ``s``::
 
         T_round' = T_round + k_s · max_{g,h at different places} rtt(g,h),   samples/s · T_round / T_round'
+
+    asgd-ga, whose regions keep their own pace: ``k_s · rtt(q, home)`` in each region's push instead
+    (``T_cycle_q = max(A·T_step_q, 2W·8/bw + (1 + k_s)·rtt)``).
 
     Measured for geotrain's runtime on gloo over emulated links (``perf/data/protocol.json``, fitted
     on one topology and checked on another); zero where nothing was measured (``NO_PROTOCOL``)."""
@@ -37,6 +40,15 @@ class Protocol:
         """The longest RTT between two places in use (0 in one place)."""
         return max((topo.link(i, j).rtt_ms / 1e3 for i in range(len(topo.groups)) for j in range(i + 1, len(topo.groups))
                     if topo.groups[i].location.zone_scope != topo.groups[j].location.zone_scope), default=0.0)
+
+    def cost(self, strategy: Strategy, topo: Topology, payload: float, parameters: int, workload: str) -> SyncCost:
+        """``strategy``'s cost with the protocol's round trips: in each push's cycle for asgd-ga (whose
+        regions keep their own pace: the home region's compute pays none), added to the round for the
+        others."""
+        if isinstance(strategy, AsgdGA):
+            return replace(strategy, push_round_trips=self.of(strategy.name.value)).cost(topo, payload, parameters,
+                                                                                           workload)
+        return self.applied(strategy.name.value, topo, strategy.cost(topo, payload, parameters, workload))
 
     def applied(self, strategy: str, topo: Topology, cost: SyncCost) -> SyncCost:
         """``cost`` with the protocol's round trips added to its round."""

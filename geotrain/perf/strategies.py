@@ -471,8 +471,13 @@ def asgd_push_s(payload: float, link: LinkEstimate) -> float:
 
 @dataclass(frozen=True, slots=True)
 class AsgdGA:
+    """``push_round_trips``: what a runtime's transport adds to each push, in round trips of that
+    region's link to the home (:class:`geotrain.perf.protocol.Protocol`); a region's cycle, not the
+    home region's compute, pays it."""
+
     accumulation_steps: int
     name: SyncStrategyName = SyncStrategyName.ASGD_GA
+    push_round_trips: float = 0.0
 
     def cost(self, topo: Topology, payload: float, parameters: int, workload: str) -> SyncCost:
         A = self.accumulation_steps
@@ -491,7 +496,7 @@ class AsgdGA:
             samples = A * sum(topo.groups[i].count * topo.groups[i].samples_per_step for i in members)
             leader = members[0]
             link = topo.link(leader, server)
-            push = 0.0 if region == home else asgd_push_s(payload, link)
+            push = 0.0 if region == home else asgd_push_s(payload, link) + self.push_round_trips * link.rtt_ms / 1e3
             cycle = max(compute, push)
             total += samples / cycle
             good += A * sum(topo.groups[i].count * topo.groups[i].samples_per_step * topo.groups[i].goodput

@@ -11,7 +11,11 @@ Environment: ``RANK``, ``WORLD_SIZE``, ``GEOTRAIN_NODE_ID``, ``GEOTRAIN_NODE_DIR
 notices), ``GEOTRAIN_HOME`` (the ledger). The process group rendezvous happens in the launcher's
 TCP store (a stable host, unlike a node that may be preempted), under a prefix per generation.
 
-Checkpoints: every ``checkpoint_every`` steps (by rank 0), when the run ends, and at once when a
+The run ends after ``target_steps`` steps; asgd-ga across regions, where every region trains at its
+own pace, ends when the home server has counted ``target_steps`` global batches of samples.
+
+Checkpoints: every ``checkpoint_every`` steps (by rank 0; asgd-ga: the home leader, which holds the
+run's model and sample count and reports its progress), when the run ends, and at once when a
 preemption notice arrives (by the warned node: with all-reduce every rank holds the whole state; with
 local SGD at the next averaging boundary). A checkpoint holds model, optimizer, RNG states and step.
 
@@ -29,6 +33,7 @@ import random
 import signal
 import sys
 import time
+from contextlib import nullcontext
 from datetime import timedelta
 from collections.abc import Sequence
 from pathlib import Path
@@ -132,28 +137,32 @@ def main(argv: list[str]) -> int:
         client = dist.TCPStore(store_cfg["host"], store_cfg["port"], is_master=False, timeout=timedelta(seconds=60))
         return dist.PrefixStore(f"{store_cfg.get('prefix', '')}/gen{generation}/", client)
 
+    target = config["target_steps"]
+    every = config["checkpoint_every"]
+    global_samples = M * m
     sync = make_sync(config["sync"], model=model, loss_fn=workload.loss, rank=rank, world=world, counter=counter,
                      regions=regions, micro_batches=M, samples_per_micro=m, deterministic=deterministic,
                      rates=[n.get("samples_per_s") or 1.0 for n in nodes], make_store=new_store, store=store,
                      address=os.environ.get("GEOTRAIN_NODE_ADDRESS", "127.0.0.1"),
-                     timeout_s=config.get("collective_timeout_s", 60))
+                     timeout_s=config.get("collective_timeout_s", 60), samples_left=target * global_samples - samples)
     own_data = getattr(sync, "reads_own_data", False)
-
-    target = config["target_steps"]
-    every = config["checkpoint_every"]
-    global_samples = M * m
+    reporter = getattr(sync, "reporter", 0)  # the rank whose model and sample count are the run's
+    budget = getattr(sync, "samples_left", None)  # a strategy that ends on samples, not on the step count
+    lock = getattr(sync, "lock", None) or nullcontext()  # held while a parameter server changes the model
     mine = [j for j in range(M) if j % world == rank]
 
     def save(kind: str) -> None:
         ledger.event(run_id, EventKind.CHECKPOINT_WRITE_STARTED, node_id=node_id, step=step, purpose=kind)
+        with lock:
+            weights = {k: v.detach().clone() for k, v in model.state_dict().items()}
         info = ckpt.save(step, {
-            "model": model.state_dict(), "optimizer": optimizer.state_dict(), "step": step, "samples": samples,
+            "model": weights, "optimizer": optimizer.state_dict(), "step": step, "samples": samples,
             "torch_rng": torch.get_rng_state(),
         }, meta={"run_id": run_id, "generation": generation, "world_size": world, "samples": samples,
                  "kind": kind})
         ledger.event(run_id, EventKind.CHECKPOINT_SAVED, node_id=node_id, step=step, purpose=kind, url=info.url,
                      size_bytes=info.size_bytes)
-        if rank == 0:
+        if rank == reporter:
             ckpt.prune(keep=3)
 
     def flush_bytes() -> None:
@@ -175,21 +184,23 @@ def main(argv: list[str]) -> int:
     wire_metered = os.environ.get("GEOTRAIN_WIRE_METERED") == "1"
     noticed = False
     window_start, window_samples = time.perf_counter(), samples
+    finished = budget <= 0 if budget is not None else step >= target
     try:
-        while step < target:
+        while not finished:
             batches = [] if own_data else [fetch(step * global_samples + j * m) for j in mine]
             result = sync.step(StepInput(batches, mine, global_samples, M, step=step, fetch=fetch), optimizer)
             loss = result.loss
             samples += result.samples
             step += 1
-            sync.after_step(step, final=step == target)  # the run ends on one model
+            finished = sync.after_step(step, final=step >= target)  # the run ends on one model
+            samples += getattr(sync, "samples_after_last_step", 0) if finished else 0
             if notice.received() and not noticed and sync.averaged(step):
                 noticed = True
                 ledger.event(run_id, EventKind.NOTICE, node_id=node_id, step=step)
                 save("emergency")
-            elif rank == 0 and step % every == 0 and sync.averaged(step):
+            elif rank == reporter and step % every == 0 and sync.averaged(step):
                 save("periodic")
-            if rank == 0 and (step % config["progress_every"] == 0 or step == target):
+            if rank == reporter and (step % config["progress_every"] == 0 or finished):
                 now = time.perf_counter()
                 rate = (samples - window_samples) / (now - window_start) if now > window_start else None
                 window_start, window_samples = now, samples
@@ -197,7 +208,7 @@ def main(argv: list[str]) -> int:
                                 samples_per_s=rate, world_size=world)
             if step % config["progress_every"] == 0:
                 flush_bytes()
-        if rank == 0 and sync.averaged(step):
+        if rank == reporter and sync.averaged(step):
             save("final")
             ledger.event(run_id, EventKind.TRAINING_FINISHED, node_id=node_id, step=step)
         flush_bytes()

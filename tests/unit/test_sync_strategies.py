@@ -56,15 +56,18 @@ def _worker(rank: int, world: int, port: int, strategy: str, out: str) -> None:
     counter = ByteCounter()
     sync = make_sync(_settings(strategy), model=model, loss_fn=WORKLOAD.loss, rank=rank, world=world,
                      counter=counter, regions=REGIONS[:world] if world > 1 else ["a"], micro_batches=M,
-                     samples_per_micro=m, store=store,
+                     samples_per_micro=m, store=store, samples_left=STEPS * M * m,
                      make_store=lambda: dist.TCPStore("127.0.0.1", port, is_master=False,
                                                       timeout=timedelta(seconds=60)))
     mine = [j for j in range(M) if j % world == rank]
     initial, samples = _held_out(model), 0
-    for step in range(STEPS):
+    step, ended = 0, False
+    while not ended:  # as the runtime: a strategy may end on its own count (asgd-ga: samples)
         batches = [] if getattr(sync, "reads_own_data", False) else [fetch(step * M * m + j * m) for j in mine]
         samples += sync.step(StepInput(batches, mine, M * m, M, step=step, fetch=fetch), optimizer).samples
-        sync.after_step(step + 1, final=step + 1 == STEPS)
+        step += 1
+        ended = sync.after_step(step, final=step >= STEPS)
+    samples += getattr(sync, "samples_after_last_step", 0)
     sync.close()
     flat = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
     same = True
@@ -111,19 +114,26 @@ def test_each_strategy_converges_like_the_single_process_run_and_ends_on_one_mod
     assert reduction >= TOLERANCE, f"{strategy}: {reduction:.0%} of the single-process loss reduction"
     if strategy == "hivemind":
         assert single["samples"] <= got["samples"] <= 1.3 * single["samples"]
+    elif strategy == "asgd-ga":  # the home leader's count: the budget, and what the regions trained past it
+        # past it: the home region's steps to its next boundary, and the other region's pushes until a
+        # reply tells it (region b steps about twice as fast here: about 28 micro-batches at most)
+        assert single["samples"] <= got["samples"] <= 1.2 * single["samples"]
     else:
         assert got["samples"] == single["samples"]
     W = _payload()
     rounds = got["rounds"]
-    assert rounds["steps"] == STEPS and rounds["round_s"] > 0
+    assert rounds["round_s"] > 0
+    assert rounds["steps"] == STEPS or strategy == "asgd-ga"
     if strategy == "hivemind":  # butterfly: 2W/n to every other peer per round
         for r, rank in enumerate(ranks):
             for peer in range(3):
                 if peer != r:
                     assert rank["sent"][str(peer)] == pytest.approx(STEPS * 2 * W / 3, rel=0.01)
     if strategy == "asgd-ga":  # region b's server (rank 2) pushes W every A steps to the home server (rank 0)
-        pushes = STEPS // 4
-        assert rounds["rounds"] == pushes
+        pushes = ranks[2]["rounds"]["rounds"]
+        assert ranks[2]["rounds"]["steps"] == 4 * pushes  # a region ends at a boundary
+        # each region at its own pace: b trains one micro-batch a step, a's rank 0 two and an all-reduce
+        assert ranks[2]["rounds"]["steps"] > ranks[0]["rounds"]["steps"]
         assert ranks[2]["sent"]["0"] == pytest.approx(pushes * W, rel=0.01)
         assert ranks[0]["sent"]["2"] == pytest.approx(pushes * W, rel=0.01)  # the replies
     if strategy == "ma":  # the servers (ranks 0 and 2) average every K steps (the last one at the end)

@@ -24,8 +24,10 @@ __all__ = ["AsgdGASync", "ByteCounter", "DDPSync", "DeterministicSync", "Hivemin
 def make_sync(settings: dict, *, model: nn.Module, loss_fn: Callable, rank: int, world: int, counter: ByteCounter,
               regions: Sequence[str], micro_batches: int, samples_per_micro: int, deterministic: bool = False,
               rates: Sequence[float] | None = None, make_store: Callable[[], object] | None = None,
-              store: object | None = None, address: str = "127.0.0.1", timeout_s: float = 60.0) -> Sync:
-    """The strategy of ``settings`` (the plan's sync settings as the generation file has them)."""
+              store: object | None = None, address: str = "127.0.0.1", timeout_s: float = 60.0,
+              samples_left: int | None = None) -> Sync:
+    """The strategy of ``settings`` (the plan's sync settings as the generation file has them).
+    ``samples_left``: what the run has left to train (asgd-ga across regions ends on it)."""
     strategy = settings["strategy"]
     precision = settings.get("precision", "fp32")
     if strategy == "local-sgd":
@@ -35,7 +37,8 @@ def make_sync(settings: dict, *, model: nn.Module, loss_fn: Callable, rank: int,
                             precision, make_store)
     if strategy == "asgd-ga":
         return AsgdGASync(model, loss_fn, rank, world, counter, regions, settings["accumulation_steps"], precision,
-                          micro_batches=micro_batches, staleness=settings.get("staleness", 1), rates=rates,
+                          micro_batches=micro_batches, samples_per_micro=samples_per_micro,
+                          samples_left=samples_left, staleness=settings.get("staleness", 1), rates=rates,
                           store=store, address=address, timeout_s=timeout_s)
     if strategy == "ma":
         return ModelAveragingSync(model, loss_fn, rank, world, counter, regions, settings["averaging_pushes"],

@@ -82,8 +82,8 @@ class DDPSync:
         self.clock.end()
         return StepResult(float(loss.detach()), inp.global_samples)
 
-    def after_step(self, step: int, *, final: bool = False) -> None:
-        pass
+    def after_step(self, step: int, *, final: bool = False) -> bool:
+        return final
 
     def averaged(self, step: int) -> bool:
         return True  # every rank holds the same model after every step
@@ -145,8 +145,8 @@ class DeterministicSync:
         self.clock.end()
         return StepResult(float(loss_sum / self.M), inp.global_samples)
 
-    def after_step(self, step: int, *, final: bool = False) -> None:
-        pass
+    def after_step(self, step: int, *, final: bool = False) -> bool:
+        return final
 
     def averaged(self, step: int) -> bool:
         return True

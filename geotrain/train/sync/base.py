@@ -158,9 +158,11 @@ class Sync(Protocol):
 
     def step(self, inp: StepInput, optimizer: torch.optim.Optimizer) -> StepResult: ...
 
-    def after_step(self, step: int, *, final: bool = False) -> None:
-        """After step ``step`` (1-based count of steps done); ``final``: the run's last step, after
-        which every rank must hold the same model."""
+    def after_step(self, step: int, *, final: bool = False) -> bool:
+        """After step ``step`` (1-based count of steps done); ``final``: the run's step target is
+        reached, after which every rank must hold the same model. Returns whether the run ends here:
+        ``final``, except for a strategy that ends on its own count (``samples_left``: asgd-ga across
+        regions, whose regions take different numbers of steps)."""
 
     def averaged(self, step: int) -> bool:
         """Whether the model this rank holds after ``step`` is one the run may checkpoint."""

@@ -167,8 +167,8 @@ class HivemindSync:
                 self.counter.to(peer, 2 * self.payload / n)
         return gathered[:size].to(flat.dtype)
 
-    def after_step(self, step: int, *, final: bool = False) -> None:
-        pass
+    def after_step(self, step: int, *, final: bool = False) -> bool:
+        return final
 
     def averaged(self, step: int) -> bool:
         return True  # every peer applies the same averaged update

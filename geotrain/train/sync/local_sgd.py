@@ -38,15 +38,16 @@ class LocalSGDSync(RegionalTraining):
     def step(self, inp: StepInput, optimizer: torch.optim.Optimizer) -> StepResult:
         return self._region_step(inp, optimizer)
 
-    def after_step(self, step: int, *, final: bool = False) -> None:
+    def after_step(self, step: int, *, final: bool = False) -> bool:
         """Every H steps, and after the run's last step: average the parameters of all ranks."""
         if step % self.H and not final:
-            return
+            return False
         self._averaged_at = step
         if self.world > 1:
             assign(self.params, all_reduce_mean(flat_parameters(self.params), self.dtype, self.world))
             self.counter.ring(self.rank, self.members, self.payload, 2 * (self.world - 1) / self.world)
         self.clock.end()
+        return final
 
     def averaged(self, step: int) -> bool:
         return step % self.H == 0 or step == self._averaged_at

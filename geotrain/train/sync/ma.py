@@ -55,15 +55,16 @@ class ModelAveragingSync(RegionalTraining):
     def step(self, inp: StepInput, optimizer: torch.optim.Optimizer) -> StepResult:
         return self._region_step(inp, optimizer)
 
-    def after_step(self, step: int, *, final: bool = False) -> None:
+    def after_step(self, step: int, *, final: bool = False) -> bool:
         if step % self.K and not final:
-            return
+            return False
         if self.rank == self.leader and self.leader_group is not None:
             self._land()
             self._average(wait=final)
         self._broadcast_in_region()
         self._averaged_at = step if final else self._averaged_at
         self.clock.end()
+        return final
 
     def _average(self, *, wait: bool) -> None:
         """Start (or, with ``wait``, do) the weighted average of the servers' models as of now."""
