@@ -57,9 +57,9 @@ class Rehearsal:
     strategy: str
     nodes: tuple[Location, ...]
     compute_samples_per_s: tuple[float, ...]  # each node alone, measured
-    samples_per_s: float
+    samples_per_s: float  # from the first progress report to the last before the end
     predicted_samples_per_s: float
-    round_s: float
+    round_s: float  # rank 0's mean round between its first and last progress windows (asgd-ga: the slowest region's)
     predicted_round_s: float
     rounds: int
     loss: float | None
@@ -168,6 +168,17 @@ def _rates(ledger: Ledger, run_id: str, samples_per_step: int) -> dict[str, floa
     return {n: steps[n] * samples_per_step / compute[n] for n in steps if compute[n] > 0}
 
 
+def _mean_round(windows: Sequence) -> float:
+    """The mean round of a rank's ``SYNC_ROUNDS`` windows (one per progress report) in the steady
+    state: the first window (the start-up: a new connection's TCP window still opening) and the last
+    (the run's final synchronisation) left out, as far as what is left has rounds."""
+    for steady in (windows[1:-1], windows[1:], windows):
+        if sum(e.detail["rounds"] for e in steady) > 0:
+            break
+    count = sum(e.detail["rounds"] for e in steady)
+    return sum(e.detail["round_s"] for e in steady) / count if count else float("nan")
+
+
 def rehearse_topology(locations: Sequence[Location], link: Callable[[Location, Location], object], sync: SyncSettings,
                       *, steps: int = 40, timeout_s: float = 600.0) -> Rehearsal:
     """Measure ``sync`` on ``locations`` over emulated links (``link(a, b)`` → ``geotrain.wan.Link``)
@@ -253,10 +264,9 @@ def _figures(ledger: Ledger, run_id: str, locations: Sequence[Location], link, s
     rounds = by_rank.get(0, [])
     timed = rounds
     if sync.strategy is SyncStrategyName.ASGD_GA:
-        timed = max(by_rank.values(), default=[], key=lambda es: sum(e.detail["round_s"] for e in es)
-                    / max(1, sum(e.detail["rounds"] for e in es)))
+        timed = max(by_rank.values(), default=[], key=lambda es: _mean_round(es))
     count = sum(e.detail["rounds"] for e in timed)
-    round_s = sum(e.detail["round_s"] for e in timed) / count if count else float("nan")
+    round_s = _mean_round(timed)
 
     def estimate(a: Location, b: Location) -> LinkEstimate:
         figure = link(a, b)

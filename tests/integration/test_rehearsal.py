@@ -2,7 +2,8 @@
 network namespaces, a delay line and htb): the round time measured against the perf model's for the
 same nodes at their measured compute rates, with the round trips geotrain's runtime costs on gloo
 (``perf/data/protocol.json``: fitted by ``bench/wan.py --write`` at 200 Mbit/s, where the rounds came
-within 5 % of the model, and within 13 % on three continents that the fit did not see).
+within 6 % of the model; on three continents, which the fit did not see, within 8–29 % for all but
+asgd-ga, whose slowest push path there is 3× the model's).
 
 Stated tolerance: the measured round is within 0.7× to 1.4× the model's (before the protocol term it
 was 0.8× to 3.5×: gloo waits for the receiver before each send, about 2.5 round trips an all-reduce
@@ -35,7 +36,7 @@ def test_each_strategys_round_over_a_shaped_link_is_the_models_within_the_tolera
                         target_batch_size=256)
     # asgd-ga's regions keep their own pace: the link-bound region pushes about once for every 3 of the
     # home's rounds, so its run is longer for as many rounds of the slowest region
-    got = rehearse_topology([EAST, EUROPE], _link, sync, steps=32 if strategy == "asgd-ga" else 16)
+    got = rehearse_topology([EAST, EUROPE], _link, sync, steps=48 if strategy == "asgd-ga" else 16)
     assert got.rounds >= 4 and all(rate > 0 for rate in got.compute_samples_per_s)
     assert got.round_s >= RTT_MS / 1e3  # every round waits on the link at least once
     ratio = got.round_s / got.predicted_round_s
