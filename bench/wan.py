@@ -61,8 +61,9 @@ def main() -> int:
     if reason is not None:
         print(f"bench/wan.py needs emulated links: {reason}")
         return 2
+    strategies = args.strategies.split(",")
     if args.write:
-        fit(args.write, args.steps)
+        fit(args.write, args.steps, strategies)
     print("error: the measured round against the model's; 'bare': the model without the runtime's measured round "
           f"trips (perf/data/protocol.json, fitted on {FIT_ON!r})")
     for name, nodes in TOPOLOGIES.items():
@@ -71,7 +72,7 @@ def main() -> int:
         print(f"\n== {name} ({len(nodes)} nodes){' (the fit)' if name == FIT_ON else ''} ==")
         print(f"{'strategy':10} {'samples/s':>10} {'model':>8} {'ratio':>6} {'round s':>8} {'model':>7} {'error':>7} "
               f"{'bare':>7} {'loss':>6}  cross-region kB/s wire (model)")
-        for strategy in args.strategies.split(","):
+        for strategy in strategies:
             t0 = time.perf_counter()
             r = rehearse_topology(nodes, link, settings(strategy), steps=steps_of(strategy, args.steps))
             cross = ", ".join(f"{f.src}→{f.dst} {f.bytes_per_s / 1e3:,.0f} ({f.predicted_bytes_per_s / 1e3:,.0f})"
@@ -95,18 +96,19 @@ def settings(strategy: str) -> SyncSettings:
                         target_batch_size=256)
 
 
-def fit(runs: int, steps: int) -> None:
-    """k_s = (measured round − the model's round without the term) / the longest RTT, per run; the mean."""
+def fit(runs: int, steps: int, strategies: list[str]) -> None:
+    """k_s = (measured round − the model's round without the term) / the longest RTT, per run; the mean.
+    Only ``strategies`` are refitted; the others keep their figures."""
     found: dict[str, list[float]] = {}
-    for strategy in STRATEGIES:
+    for strategy in strategies:
         for _ in range(runs):
             r = rehearse_topology(TOPOLOGIES[FIT_ON], link, settings(strategy), steps=steps_of(strategy, steps))
             found.setdefault(strategy, []).append(round((r.round_s - (r.predicted_round_s - r.protocol_s)) / r.rtt_s, 2))
         print(f"fit {strategy}: round trips {found[strategy]}", flush=True)
     document = json.loads(PROTOCOL.read_text())
-    document["runs"] = {FIT_ON: found}
+    document["runs"] = {FIT_ON: {**document["runs"].get(FIT_ON, {}), **found}}
     document["measured_at"] = time.strftime("%Y-%m-%d")
-    document["backends"]["gloo"]["round_trips"] = {s: round(statistics.fmean(v), 2) for s, v in found.items()}
+    document["backends"]["gloo"]["round_trips"].update({s: round(statistics.fmean(v), 2) for s, v in found.items()})
     PROTOCOL.write_text(json.dumps(document, indent=2) + "\n")
     runtime_protocol.cache_clear()  # the report below predicts with what was just written
     print(f"wrote {PROTOCOL}", flush=True)

@@ -62,6 +62,9 @@ class SyncStrategyName(StrEnum):
 PRECISIONS = ("fp32", "fp16", "bf16", "int8")  # how parameters and gradients travel on the wire
 
 
+ASGD_GA_STREAMS = 8  # TCP streams between an asgd-ga region's server and the home server (runtime and perf model)
+
+
 @dataclass(frozen=True, slots=True)
 class SyncSettings:
     """How peers synchronise, with every knob. The defaults written here are the only ones: the job spec,

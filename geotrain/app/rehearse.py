@@ -270,8 +270,10 @@ def _figures(ledger: Ledger, run_id: str, locations: Sequence[Location], link, s
 
     def estimate(a: Location, b: Location) -> LinkEstimate:
         figure = link(a, b)
+        # htb shapes the pair's traffic as a whole: one stream or many carry the rate together
         return LinkEstimate(bandwidth_gbps=figure.rate_mbit / 1000, rtt_ms=figure.rtt_ms, link_class=link_class(a, b),
-                            bandwidth_measured=False, rtt_measured=False, source="emulated")
+                            bandwidth_measured=False, rtt_measured=False, source="emulated",
+                            aggregate_gbps=figure.rate_mbit / 1000)
 
     torch.manual_seed(0)
     model = workload.build_model()

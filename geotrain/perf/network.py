@@ -98,6 +98,12 @@ class LinkEstimate:
         assumed to add streams up where nobody measured that it does)."""
         return self.aggregate_gbps or self.bandwidth_gbps
 
+    def streams_gbps(self, streams: int, *, site: bool = False) -> float:
+        """What ``streams`` TCP streams between the two ends carry together: that many times one
+        stream, at most the pair's aggregate (an on-prem site's path: ``site_path_gbps``)."""
+        cap = self.site_path_gbps if site else self.aggregate_gbps
+        return min(streams * self.bandwidth_gbps, cap) if cap else streams * self.bandwidth_gbps
+
     def transfer_s(self, payload_bytes: float) -> float:
         return payload_bytes * 8 / (self.bandwidth_gbps * 1e9)
 

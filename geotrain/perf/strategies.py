@@ -77,10 +77,13 @@ parameters back, asynchronously. Communication overlaps the next accumulation, b
 pushes must fit through its link (one push in flight, ``S`` = 1; a larger staleness bound can only
 be faster)::
 
-    T_cycle_q = max(A·T_step_q, 2W·8 / bw(q, home) + rtt(q, home))
+    T_cycle_q = max(A·T_step_q, 2W·8 / bw_8(q, home) + rtt(q, home))
     samples/s = Σ_q A · Σ_{g∈q} c_g mb_g / T_cycle_q
 
-The other strategies send over one stream per ring hop, leader pair or push (a region's ring
+where ``bw_8`` is what the runtime's 8 streams per region carry: 8 × one stream, at most the pair's
+aggregate (``LinkEstimate.streams_gbps``).
+
+The other strategies send over one stream per ring hop or leader pair (a region's ring
 crosses each region boundary once), so their link terms use the single-stream ``bw`` only; an
 on-prem site's one stream is at most its ``single_stream_gbps`` (or uplink), see
 :mod:`geotrain.perf.network`.
@@ -100,7 +103,7 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from geotrain.domain import CLOUD_ONPREM, Location, SyncStrategyName
+from geotrain.domain import ASGD_GA_STREAMS, CLOUD_ONPREM, Location, SyncStrategyName
 from geotrain.perf.network import LinkEstimate
 
 
@@ -464,9 +467,10 @@ class ModelAveraging:
         return _averaging_cost(topo, payload, self.averaging_pushes, overlapped=True)
 
 
-def asgd_push_s(payload: float, link: LinkEstimate) -> float:
-    """Push accumulated gradients and pull parameters back: 2W over the link, plus a round trip."""
-    return seconds(2 * payload, link.bandwidth_gbps) + link.rtt_ms / 1e3
+def asgd_push_s(payload: float, link: LinkEstimate, *, site: bool = False) -> float:
+    """Push accumulated gradients and pull parameters back: 2W over the link's ``ASGD_GA_STREAMS``
+    streams (``site``: one end is an on-prem site, whose path they share), plus a round trip."""
+    return seconds(2 * payload, link.streams_gbps(ASGD_GA_STREAMS, site=site)) + link.rtt_ms / 1e3
 
 
 @dataclass(frozen=True, slots=True)
@@ -496,7 +500,9 @@ class AsgdGA:
             samples = A * sum(topo.groups[i].count * topo.groups[i].samples_per_step for i in members)
             leader = members[0]
             link = topo.link(leader, server)
-            push = 0.0 if region == home else asgd_push_s(payload, link) + self.push_round_trips * link.rtt_ms / 1e3
+            site = CLOUD_ONPREM in (region.split("/", 1)[0], home.split("/", 1)[0])
+            push = 0.0 if region == home else (asgd_push_s(payload, link, site=site)
+                                               + self.push_round_trips * link.rtt_ms / 1e3)
             cycle = max(compute, push)
             total += samples / cycle
             good += A * sum(topo.groups[i].count * topo.groups[i].samples_per_step * topo.groups[i].goodput

@@ -2,8 +2,8 @@
 network namespaces, a delay line and htb): the round time measured against the perf model's for the
 same nodes at their measured compute rates, with the round trips geotrain's runtime costs on gloo
 (``perf/data/protocol.json``: fitted by ``bench/wan.py --write`` at 200 Mbit/s, where the rounds came
-within 6 % of the model; on three continents, which the fit did not see, within 8–29 % for all but
-asgd-ga, whose slowest push path there is 3× the model's).
+within 10 % of the model; on three continents, which the fit did not see, within 9 % for allreduce,
+local-sgd and asgd-ga, 19 % for ma and 30 % for hivemind).
 
 Stated tolerance: the measured round is within 0.7× to 1.4× the model's (before the protocol term it
 was 0.8× to 3.5×: gloo waits for the receiver before each send, about 2.5 round trips an all-reduce

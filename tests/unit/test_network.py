@@ -211,3 +211,18 @@ def test_inventory_links_are_checked(tmp_path):
     site = inventory.site("munich-lab")
     assert site.single_stream_gbps == 0.5 and [link.to for link in site.links] == ["gcp/europe-west3",
                                                                                    "onprem/boston-lab"]
+
+
+@pytest.mark.parametrize(("streams", "aggregate", "site", "expected"), [
+    (8, None, False, 8 * 0.1),  # no multi-stream figure: the streams add up
+    (8, 0.5, False, 0.5),  # up to the pair's aggregate
+    (2, 0.5, False, 0.2),
+    (8, None, True, 0.1),  # an on-prem site's path without a multi-stream figure: one stream's worth
+    (8, 0.3, True, 0.3),
+])
+def test_several_streams_carry_n_times_one_up_to_the_pairs_aggregate(streams, aggregate, site, expected):
+    from geotrain.perf.network import LinkEstimate
+
+    link = LinkEstimate(bandwidth_gbps=0.1, rtt_ms=50.0, link_class=LinkClass.CROSS_REGION, bandwidth_measured=True,
+                        rtt_measured=True, source="test", aggregate_gbps=aggregate)
+    assert link.streams_gbps(streams, site=site) == pytest.approx(expected)

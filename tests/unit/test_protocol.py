@@ -19,7 +19,8 @@ def _topology(us_rate: float, eu_rate: float) -> Topology:
     def link(a: Location, b: Location) -> LinkEstimate:
         same = a.region == b.region
         return LinkEstimate(bandwidth_gbps=1.0 if same else GBPS, rtt_ms=0.2 if same else RTT_MS,
-                            link_class=link_class(a, b), bandwidth_measured=False, rtt_measured=False, source="test")
+                            link_class=link_class(a, b), bandwidth_measured=False, rtt_measured=False, source="test",
+                            aggregate_gbps=None if same else GBPS)  # the pair's streams share GBPS
 
     return Topology([PeerGroup(US, 1, us_rate, 16), PeerGroup(EU, 1, eu_rate, 16)], link, lambda site: None)
 

@@ -30,8 +30,10 @@ run's progress (samples of all regions) and writes its checkpoints (``reporter``
 
 Wire: updates and replies travel in the plan's precision as differences (a push carries the region's
 update since its last push; a reply the change of the home model since the last reply to that
-region), so rounding never accumulates into the parameters. Bytes: ``W`` per push and ``W`` per
-reply between a region's server and the home server, plus the in-region all-reduce every step.
+region), so rounding never accumulates into the parameters. A region's server and the home server
+talk over ``STREAMS`` long-lived TCP connections, each message cut into one piece per stream
+(:class:`Streams`). Bytes: ``W`` per push and ``W`` per reply between a region's server and the home
+server, plus the in-region all-reduce every step.
 """
 
 from __future__ import annotations
@@ -42,17 +44,21 @@ import struct
 import threading
 from collections import deque
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 
 import torch
 import torch.distributed as dist
 from torch import nn
 
+from geotrain.domain import ASGD_GA_STREAMS
 from geotrain.train.sync.base import (
     ByteCounter, RegionalTraining, RoundClock, StepInput, StepResult, assign, flat_parameters, parameter_bytes,
     region_groups, wire_dtype,
 )
 
-HEADER = struct.Struct("!qqq")  # push number, payload bytes, samples (a push: trained in it; a reply: the budget left)
+HEADER = struct.Struct("!qqq")  # push number, piece bytes, samples (a push: trained in it; a reply: the budget left)
+HELLO = struct.Struct("!qqq")  # a stream's first words: the region server's rank, the stream's index, the streams
+STREAMS = ASGD_GA_STREAMS  # TCP streams per region server and home server (the perf model counts as many)
 SERVER_KEY = "asgd-ga/home-server"
 
 
@@ -62,12 +68,6 @@ def home_region(regions: Sequence[str], rates: Sequence[float] | None) -> str:
     for r, region in enumerate(regions):
         power[region] = power.get(region, 0.0) + (rates[r] if rates else 1.0)
     return max(sorted(power), key=lambda q: power[q])
-
-
-def _send(sock: socket.socket, k: int, tensor: torch.Tensor, samples: int) -> int:
-    data = tensor.contiguous().view(torch.uint8).numpy().tobytes()
-    sock.sendall(HEADER.pack(k, len(data), samples) + data)
-    return HEADER.size + len(data)
 
 
 def _recv_exact(sock: socket.socket, n: int) -> bytearray:
@@ -81,11 +81,51 @@ def _recv_exact(sock: socket.socket, n: int) -> bytearray:
     return buf
 
 
-def _recv(sock: socket.socket, dtype: torch.dtype) -> tuple[int, torch.Tensor, int]:
-    """One message: its number, its tensor (fp32) and its sample count."""
+def _recv_piece(sock: socket.socket) -> tuple[int, bytearray, int]:
     k, size, samples = HEADER.unpack(_recv_exact(sock, HEADER.size))
-    data = _recv_exact(sock, size)
-    return k, torch.frombuffer(data, dtype=torch.uint8).view(dtype).to(torch.float32), samples
+    return k, _recv_exact(sock, size), samples
+
+
+class Streams:
+    """The link between a region's server and the home server over ``STREAMS`` TCP connections: a
+    message is cut into one piece per stream, and the pieces go and come on all of them at once (a
+    thread per stream). Each stream needs a window of a piece, not of the whole update, so a push
+    does not wait for one window to open over a long round trip, and a loss slows one piece."""
+
+    def __init__(self, socks: Sequence[socket.socket]) -> None:
+        self.socks = list(socks)
+        for sock in self.socks:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.pool = ThreadPoolExecutor(len(self.socks), thread_name_prefix="asgd-ga-stream")
+
+    def send(self, k: int, tensor: torch.Tensor, samples: int) -> int:
+        """Send message ``k``; the bytes it put on the wire."""
+        data = memoryview(tensor.contiguous().view(torch.uint8).numpy())
+        n, size = len(self.socks), len(data)
+        cuts = [size * i // n for i in range(n + 1)]
+
+        def one(i: int) -> None:
+            self.socks[i].sendall(HEADER.pack(k, cuts[i + 1] - cuts[i], samples) + bytes(data[cuts[i]:cuts[i + 1]]))
+
+        list(self.pool.map(one, range(n)))
+        return n * HEADER.size + size
+
+    def recv(self, dtype: torch.dtype) -> tuple[int, torch.Tensor, int]:
+        """One message: its number, its tensor (fp32) and its sample count."""
+        pieces = list(self.pool.map(_recv_piece, self.socks))
+        numbers = {k for k, _, _ in pieces}
+        if len(numbers) != 1:
+            raise ConnectionError(f"asgd-ga: the streams of one link carry different messages {sorted(numbers)}")
+        data = bytearray().join(piece for _, piece, _ in pieces)
+        return pieces[0][0], torch.frombuffer(data, dtype=torch.uint8).view(dtype).to(torch.float32), pieces[0][2]
+
+    def close(self) -> None:
+        for sock in self.socks:
+            try:
+                sock.close()
+            except OSError:
+                pass
+        self.pool.shutdown(wait=False)
 
 
 class HomeServer:
@@ -101,7 +141,9 @@ class HomeServer:
         self.pushed = 0  # samples of the pushes applied since the home leader last took them (under ``lock``)
         self.listener = socket.create_server((address, 0))
         self.address = f"{address}:{self.listener.getsockname()[1]}"
-        self._threads: list[threading.Thread] = []
+        self._waiting: dict[int, list[socket.socket | None]] = {}  # a region's streams until all are there
+        self._links: list[Streams] = []
+        self._join_lock = threading.Lock()
         threading.Thread(target=self._accept, daemon=True, name="asgd-ga-server").start()
 
     def _accept(self) -> None:
@@ -110,29 +152,41 @@ class HomeServer:
                 conn, _ = self.listener.accept()
             except OSError:
                 return
-            thread = threading.Thread(target=self._serve, args=(conn,), daemon=True, name="asgd-ga-push")
-            thread.start()
-            self._threads.append(thread)
+            threading.Thread(target=self._join, args=(conn,), daemon=True, name="asgd-ga-push").start()
 
-    def _serve(self, conn: socket.socket) -> None:
-        conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        with conn:
-            try:
-                (src,) = struct.unpack("!q", _recv_exact(conn, 8))
-                with self.lock:
-                    told = flat_parameters(self.params)  # what that region's server holds of the home model
-                while True:
-                    k, update, samples = _recv(conn, self.dtype)
-                    with self.lock:
-                        assign(self.params, flat_parameters(self.params) + update)
-                        change = (flat_parameters(self.params) - told).to(self.dtype)
-                        self.left -= samples
-                        self.pushed += samples
-                        left = self.left
-                    told += change.to(torch.float32)
-                    self.counter.to(src, _send(conn, k, change, left))
-            except (ConnectionError, OSError):
+    def _join(self, conn: socket.socket) -> None:
+        """A region server's stream: once all its streams are there, serve its pushes (on this thread)."""
+        try:
+            src, index, n = HELLO.unpack(_recv_exact(conn, HELLO.size))
+        except (ConnectionError, OSError):
+            conn.close()
+            return
+        with self._join_lock:
+            socks = self._waiting.setdefault(src, [None] * n)
+            socks[index] = conn
+            if any(sock is None for sock in socks):
                 return
+            del self._waiting[src]
+            link = Streams(socks)
+            self._links.append(link)
+        self._serve(src, link)
+
+    def _serve(self, src: int, link: Streams) -> None:
+        try:
+            with self.lock:
+                told = flat_parameters(self.params)  # what that region's server holds of the home model
+            while True:
+                k, update, samples = link.recv(self.dtype)
+                with self.lock:
+                    assign(self.params, flat_parameters(self.params) + update)
+                    change = (flat_parameters(self.params) - told).to(self.dtype)
+                    self.left -= samples
+                    self.pushed += samples
+                    left = self.left
+                told += change.to(torch.float32)
+                self.counter.to(src, link.send(k, change, left))
+        except (ConnectionError, OSError):
+            link.close()
 
     def count(self, own: int) -> int:
         """Count ``own`` samples the home region trained; the samples of the pushes applied since the
@@ -148,6 +202,10 @@ class HomeServer:
 
     def close(self) -> None:
         self.listener.close()
+        with self._join_lock:
+            links = list(self._links)
+        for link in links:
+            link.close()
 
 
 class Pusher(threading.Thread):
@@ -157,9 +215,17 @@ class Pusher(threading.Thread):
                  counter: ByteCounter, timeout_s: float) -> None:
         super().__init__(daemon=True, name="asgd-ga-pusher")
         host, port = address.rsplit(":", 1)
-        self.sock = socket.create_connection((host, int(port)), timeout=timeout_s)
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.sock.sendall(struct.pack("!q", rank))
+        socks = []
+        try:
+            for index in range(STREAMS):
+                sock = socket.create_connection((host, int(port)), timeout=timeout_s)
+                socks.append(sock)
+                sock.sendall(HELLO.pack(rank, index, STREAMS))
+        except OSError:
+            for sock in socks:
+                sock.close()
+            raise
+        self.link = Streams(socks)
         self.home_rank, self.dtype, self.counter, self.timeout_s = home_rank, dtype, counter, timeout_s
         self.home = initial.clone()  # the home model as of the last reply
         self.outbox: queue.Queue = queue.Queue()
@@ -175,8 +241,8 @@ class Pusher(threading.Thread):
                 if item is None:
                     return
                 k, update, samples = item
-                self.counter.to(self.home_rank, _send(self.sock, k, update, samples))
-                got, change, left = _recv(self.sock, self.dtype)
+                self.counter.to(self.home_rank, self.link.send(k, update, samples))
+                got, change, left = self.link.recv(self.dtype)
                 self.home += change
                 with self.cond:
                     self.replies[got] = (self.home.clone(), left)
@@ -202,10 +268,7 @@ class Pusher(threading.Thread):
 
     def close(self) -> None:
         self.outbox.put(None)
-        try:
-            self.sock.close()
-        except OSError:
-            pass
+        self.link.close()
 
 
 class AsgdGASync(RegionalTraining):
