@@ -34,7 +34,7 @@ from geotrain.pricing.egress import EgressPrices
 from geotrain.perf.workloads import WorkloadRegistry
 
 REGISTRY = WorkloadRegistry.bundled()
-PARAMETERS = {name: REGISTRY.get(name).parameters for name in REGISTRY.names()}
+WORKLOADS = {name: REGISTRY.get(name) for name in REGISTRY.names()}
 
 
 def errors(model: PerfModel, runs: Sequence[CalibrationRun]) -> list[tuple[CalibrationRun, float, float, float | None, float | None]]:
@@ -93,7 +93,7 @@ def cross_validation(runs: Sequence[CalibrationRun], key: Callable[[CalibrationR
     for group in groups:
         held = [r for r in multi if key(r) == group]
         rest = [r for r in runs if r not in held]
-        fit, report = fit_hivemind(rest, network, PARAMETERS)
+        fit, report = fit_hivemind(rest, network, WORKLOADS)
         rows = errors(PerfModel(egress=egress, network=network, fit=fit), held)
         sps, rounds = [r[2] for r in rows], [r[4] for r in rows if r[4] is not None]
         every_sps += sps

@@ -52,12 +52,12 @@ def main() -> None:
             writer.writerow([run.workload, registry.get(run.workload).kind, model, count, run.samples_per_s,
                              "false", label])
 
-    parameters = {name: registry.get(name).parameters for name in registry.names()}
-    fit, report = fit_hivemind(runs, NetworkModel.bundled(), parameters)
+    workloads = {name: registry.get(name) for name in registry.names()}
+    fit, report = fit_hivemind(runs, NetworkModel.bundled(), workloads)
     calibration = {
         "hivemind": {
             "efficiency": fit.efficiency,
-            "default_efficiency": fit.default_efficiency,
+            "unseen_step_s_per_gparam": fit.unseen_step_s_per_gparam,
             "round_floor_s": fit.round_floor_s,
             "per_peer_s": fit.per_peer_s,
             "per_gparam_s": fit.per_gparam_s,

@@ -78,7 +78,7 @@ def runtime_fit():  # noqa: ANN201
     """The hivemind fit of geotrain's own runtime: every term of the round but the transfer is zero."""
     from geotrain.perf.strategies import HivemindFit
 
-    return HivemindFit(efficiency={}, default_efficiency=1.0, round_floor_s=0.0, per_peer_s=0.0, per_gparam_s=0.0)
+    return HivemindFit(efficiency={}, unseen_step_s_per_gparam={}, round_floor_s=0.0, per_peer_s=0.0, per_gparam_s=0.0)
 
 
 def scaled_nodes(plan: Plan, limit: int = MAX_NODES) -> list[Location]:
@@ -241,6 +241,7 @@ def _figures(ledger: Ledger, run_id: str, locations: Sequence[Location], link, s
     from geotrain.perf.protocol import runtime_protocol
     from geotrain.perf.network import LinkEstimate
     from geotrain.perf.strategies import PeerGroup, Topology
+    from geotrain.perf.workloads import WorkloadRegistry
     from geotrain.train.sync import parameter_bytes, wire_dtype
     from geotrain.train.workloads import WORKLOADS
 
@@ -284,9 +285,10 @@ def _figures(ledger: Ledger, run_id: str, locations: Sequence[Location], link, s
                                                                                                    strict=True))]
     topo = Topology(groups, estimate, lambda site: None)
     strategy = make_strategy(sync, runtime_fit())
-    before = strategy.cost(topo, payload, parameters, WORKLOAD).time_per_round_s
+    trained = replace(WorkloadRegistry.bundled().get(WORKLOAD), parameters=parameters)
+    before = strategy.cost(topo, payload, trained).time_per_round_s
     protocol = runtime_protocol("gloo")  # the transport's measured round trips
-    cost = protocol.cost(strategy, topo, payload, parameters, WORKLOAD)
+    cost = protocol.cost(strategy, topo, payload, trained)
     training_s = sum(e.detail["round_s"] for e in rounds) or wall  # rank 0's rounds: the time it trained
     links = []
     for i in range(world):

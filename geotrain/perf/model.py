@@ -111,7 +111,7 @@ class Estimate:
 def bundled_fit() -> HivemindFit:
     data = json.loads(data_text("calibration.json"))["hivemind"]
     return HivemindFit(
-        efficiency=dict(data["efficiency"]), default_efficiency=data["default_efficiency"],
+        efficiency=dict(data["efficiency"]), unseen_step_s_per_gparam=dict(data["unseen_step_s_per_gparam"]),
         round_floor_s=data["round_floor_s"], per_peer_s=data["per_peer_s"], per_gparam_s=data["per_gparam_s"],
         step_s_per_gparam=data["step_s_per_gparam"], host_vcpus=data["host_vcpus"],
         host_exponent=data["host_exponent"], unknown_vcpus=data["unknown_vcpus"],
@@ -201,7 +201,7 @@ class PerfModel:
                    if g.offer.location.cloud == CLOUD_ONPREM}
         topo = Topology(peers, self.network.link, lambda site: uplinks.get(site))
         payload = workload.wire_bytes(precision)
-        cost = strategy.cost(topo, payload, workload.parameters, workload.name)
+        cost = strategy.cost(topo, payload, workload)
 
         links, by_cloud, by_class = [], defaultdict(float), defaultdict(float)
         egress_usd = egress_gb = 0.0

@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 
 from geotrain.perf.data import data_text
 from geotrain.perf.strategies import AsgdGA, Strategy, SyncCost, Topology
+from geotrain.perf.workloads import Workload
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,14 +42,13 @@ class Protocol:
         return max((topo.link(i, j).rtt_ms / 1e3 for i in range(len(topo.groups)) for j in range(i + 1, len(topo.groups))
                     if topo.groups[i].location.zone_scope != topo.groups[j].location.zone_scope), default=0.0)
 
-    def cost(self, strategy: Strategy, topo: Topology, payload: float, parameters: int, workload: str) -> SyncCost:
+    def cost(self, strategy: Strategy, topo: Topology, payload: float, workload: Workload) -> SyncCost:
         """``strategy``'s cost with the protocol's round trips: in each push's cycle for asgd-ga (whose
         regions keep their own pace: the home region's compute pays none), added to the round for the
         others."""
         if isinstance(strategy, AsgdGA):
-            return replace(strategy, push_round_trips=self.of(strategy.name.value)).cost(topo, payload, parameters,
-                                                                                           workload)
-        return self.applied(strategy.name.value, topo, strategy.cost(topo, payload, parameters, workload))
+            return replace(strategy, push_round_trips=self.of(strategy.name.value)).cost(topo, payload, workload)
+        return self.applied(strategy.name.value, topo, strategy.cost(topo, payload, workload))
 
     def applied(self, strategy: str, topo: Topology, cost: SyncCost) -> SyncCost:
         """``cost`` with the protocol's round trips added to its round."""

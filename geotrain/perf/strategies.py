@@ -42,7 +42,12 @@ and the slowest host in the round sets its pace::
 
 ``e_w``, ``κ``, ``α``, ``f0``, ``β``, ``γ`` are fitted on the one-zone tables of Erben et al. (GC T4
 VMs with 8 vCPUs, LambdaLabs A10 VMs with 30; ``scripts/calibrate_perf.py``, which says which are
-priors); ``V`` is a prior. A multi-GPU node with a large micro-batch (a DGX-2) amortises the fixed
+priors); ``V`` is a prior. A workload without runs has no ``e_w``: it trains at its own rate and
+pays its kind's whole per-step cost ``λ_k`` (fitted over that kind's workloads with ``e = 1``), so
+its prediction comes from its size ``P`` and its compute rate ``r``, not from other workloads'
+efficiencies::
+
+    1/r'_g   = 1/r_g + h_g·λ_k·(P/1e9)/mb_g            (a workload of kind k without runs) A multi-GPU node with a large micro-batch (a DGX-2) amortises the fixed
 cost per step over many samples, a single small GPU on a small VM over few. One node alone trains
 at ``r`` (no averaging).
 
@@ -105,6 +110,7 @@ from dataclasses import dataclass, field
 
 from geotrain.domain import ASGD_GA_STREAMS, CLOUD_ONPREM, Location, SyncStrategyName
 from geotrain.perf.network import LinkEstimate
+from geotrain.perf.workloads import Workload
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,13 +185,14 @@ class Topology:
 class HivemindFit:
     """Fitted constants of the hivemind strategy (see ``perf/data/calibration.json``).
 
-    ``efficiency``: ``e_w`` per workload; ``step_s_per_gparam``: ``κ``; ``round_floor_s``,
-    ``per_peer_s``, ``per_gparam_s``: ``f0``, ``β``, ``γ`` on the fastest host (host factor 1);
-    ``host_vcpus``: ``V``, ``host_exponent``: ``α``; ``unknown_vcpus``: what a node of unknown size
-    counts as."""
+    ``efficiency``: ``e_w`` per workload with runs; ``unseen_step_s_per_gparam``: ``λ_k`` per workload
+    kind, the whole per-step cost of a workload without runs; ``step_s_per_gparam``: ``κ``;
+    ``round_floor_s``, ``per_peer_s``, ``per_gparam_s``: ``f0``, ``β``, ``γ`` on the fastest host (host
+    factor 1); ``host_vcpus``: ``V``, ``host_exponent``: ``α``; ``unknown_vcpus``: what a node of unknown
+    size counts as."""
 
     efficiency: dict[str, float]
-    default_efficiency: float
+    unseen_step_s_per_gparam: dict[str, float]
     round_floor_s: float
     per_peer_s: float
     per_gparam_s: float
@@ -194,26 +201,34 @@ class HivemindFit:
     host_exponent: float = 0.0
     unknown_vcpus: float = 8.0
 
-    def efficiency_of(self, workload: str) -> float:
-        return self.efficiency.get(workload, self.default_efficiency)
+    def terms(self, workload: Workload) -> tuple[float, float]:
+        """(e, per-step seconds per billion parameters): ``(e_w, κ)`` for a workload with runs, ``(1, λ_k)``
+        for one without (the largest ``λ`` where its kind has none; ``κ`` where no ``λ`` was fitted)."""
+        e = self.efficiency.get(workload.name)
+        if e is not None:
+            return e, self.step_s_per_gparam
+        unseen = self.unseen_step_s_per_gparam
+        return 1.0, unseen.get(workload.kind, max(unseen.values(), default=self.step_s_per_gparam))
+
+    def efficiency_of(self, workload: Workload) -> float:
+        return self.terms(workload)[0]
 
     def host_factor(self, vcpus: float) -> float:
         """h(v) = (min(v, V)/V)^(−α) ≥ 1: how much slower than the fastest host Hivemind's own work runs."""
         v = vcpus if vcpus > 0 else self.unknown_vcpus
         return (min(v, self.host_vcpus) / self.host_vcpus) ** -self.host_exponent
 
-    def step_efficiency(self, workload: str, parameters: int, samples_per_s: float, samples_per_step: int,
-                        vcpus: float) -> float:
+    def step_efficiency(self, workload: Workload, samples_per_s: float, samples_per_step: int, vcpus: float) -> float:
         """q = 1 / (1 + h·κ·(P/1e9)·e_w·r / mb): the share of ``e_w·r`` a node keeps after the
         protocol's fixed cost per step (amortised over its micro-batch ``mb``)."""
-        fixed = self.host_factor(vcpus) * self.step_s_per_gparam * parameters / 1e9
-        return 1.0 / (1.0 + fixed * self.efficiency_of(workload) * samples_per_s / samples_per_step)
+        e, per_step = self.terms(workload)
+        fixed = self.host_factor(vcpus) * per_step * workload.parameters / 1e9
+        return 1.0 / (1.0 + fixed * e * samples_per_s / samples_per_step)
 
-    def node_rate(self, workload: str, parameters: int, group: PeerGroup) -> float:
+    def node_rate(self, workload: Workload, group: PeerGroup) -> float:
         """r_eff = e_w·q·r: what one node of ``group`` trains inside Hivemind."""
-        e = self.efficiency_of(workload)
-        return e * group.samples_per_s * self.step_efficiency(workload, parameters, group.samples_per_s,
-                                                              group.samples_per_step, group.vcpus)
+        return self.efficiency_of(workload) * group.samples_per_s * self.step_efficiency(
+            workload, group.samples_per_s, group.samples_per_step, group.vcpus)
 
 
 def share(n: int) -> float:
@@ -293,7 +308,7 @@ class Hivemind:
             worst, bound = t, found
         return worst, bound, sent
 
-    def cost(self, topo: Topology, payload: float, parameters: int, workload: str) -> SyncCost:
+    def cost(self, topo: Topology, payload: float, workload: Workload) -> SyncCost:
         n = topo.nodes
         raw = sum(g.count * g.samples_per_s for g in topo.groups)
         good = sum(g.count * g.samples_per_s * g.goodput for g in topo.groups)
@@ -301,11 +316,11 @@ class Hivemind:
             return SyncCost(raw, self.target_batch_size / raw, self.target_batch_size,
                             self.target_batch_size / raw, 0.0, 0.0, {}, Bottleneck("compute", 0.0), good)
         fit = self.fit
-        inside = [g.count * fit.node_rate(workload, parameters, g) for g in topo.groups]
+        inside = [g.count * fit.node_rate(workload, g) for g in topo.groups]
         calc = self.target_batch_size / sum(inside)
         xfer, bound, sent = self.transfer(topo, payload)
         host = max(fit.host_factor(g.vcpus) for g in topo.groups)
-        overhead = hivemind_overhead_s(fit, n, parameters, host)
+        overhead = hivemind_overhead_s(fit, n, workload.parameters, host)
         comm = overhead + xfer
         round_s = calc + comm
         if bound is None or overhead > xfer:
@@ -376,7 +391,7 @@ def _ring_allreduce(topo: Topology, members: Sequence[int], payload: float) -> t
 class AllReduce:
     name: SyncStrategyName = SyncStrategyName.ALLREDUCE
 
-    def cost(self, topo: Topology, payload: float, parameters: int, workload: str) -> SyncCost:
+    def cost(self, topo: Topology, payload: float, workload: Workload) -> SyncCost:
         calc = max(g.samples_per_step / g.samples_per_s for g in topo.groups)
         samples = sum(g.count * g.samples_per_step for g in topo.groups)
         comm, sent, bound = _ring_allreduce(topo, range(len(topo.groups)), payload)
@@ -452,7 +467,7 @@ class LocalSGD:
     local_steps: int
     name: SyncStrategyName = SyncStrategyName.LOCAL_SGD
 
-    def cost(self, topo: Topology, payload: float, parameters: int, workload: str) -> SyncCost:
+    def cost(self, topo: Topology, payload: float, workload: Workload) -> SyncCost:
         return _averaging_cost(topo, payload, self.local_steps, overlapped=False)
 
 
@@ -463,7 +478,7 @@ class ModelAveraging:
     averaging_pushes: int
     name: SyncStrategyName = SyncStrategyName.MA
 
-    def cost(self, topo: Topology, payload: float, parameters: int, workload: str) -> SyncCost:
+    def cost(self, topo: Topology, payload: float, workload: Workload) -> SyncCost:
         return _averaging_cost(topo, payload, self.averaging_pushes, overlapped=True)
 
 
@@ -483,7 +498,7 @@ class AsgdGA:
     name: SyncStrategyName = SyncStrategyName.ASGD_GA
     push_round_trips: float = 0.0
 
-    def cost(self, topo: Topology, payload: float, parameters: int, workload: str) -> SyncCost:
+    def cost(self, topo: Topology, payload: float, workload: Workload) -> SyncCost:
         A = self.accumulation_steps
         regions = topo.regions()
         steps = _region_steps(topo, payload)

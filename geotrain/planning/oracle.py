@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from geotrain.domain import CLOUD_ONPREM, Location, SyncStrategyName
 from geotrain.perf.network import NetworkModel
+from geotrain.perf.workloads import Workload
 from geotrain.perf.strategies import (
     HivemindFit, asgd_push_s, hivemind_node_egress_s, hivemind_overhead_s, hivemind_pair_s, hivemind_site_s,
     ring_pair_s, seconds,
@@ -37,9 +38,8 @@ class PerfOracle:
     network: NetworkModel
     egress: EgressPrices
     payload_bytes: float
-    parameters: int
     fit: HivemindFit
-    workload: str
+    workload: Workload
     samples_per_round: float  # the sync settings' knobs (geotrain.domain.SyncSettings)
     local_steps: int  # local-sgd: H; ma: K
     accumulation_steps: int
@@ -73,7 +73,7 @@ class PerfOracle:
     def overhead_s(self, k: int) -> float:
         if self.strategy != SyncStrategyName.HIVEMIND or k < 2:
             return 0.0
-        return hivemind_overhead_s(self.fit, k, self.parameters)
+        return hivemind_overhead_s(self.fit, k, self.workload.parameters)
 
     def place_s(self, place: str, k: int) -> float:
         """Hivemind: a node's own egress (every node sends to the k − 1 others); the others: a ring

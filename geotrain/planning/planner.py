@@ -313,8 +313,8 @@ def build_context(job: JobSpec, snapshot: PriceSnapshot, *, inventory: Inventory
     sync = job.sync
     oracle = PerfOracle(
         strategy=sync.strategy.value, places=places, network=perf.network, egress=perf.egress,
-        payload_bytes=workload.wire_bytes(sync.precision), parameters=workload.parameters,
-        fit=bundled_fit(), workload=workload.name, samples_per_round=sync.target_batch_size,
+        payload_bytes=workload.wire_bytes(sync.precision),
+        fit=bundled_fit(), workload=workload, samples_per_round=sync.target_batch_size,
         local_steps=sync.averaging_pushes if sync.strategy is SyncStrategyName.MA else sync.local_steps,
         accumulation_steps=sync.accumulation_steps,
         uplinks={s.site: s.uplink_gbps for s in inventory.sites} if inventory else None,

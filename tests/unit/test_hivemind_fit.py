@@ -21,7 +21,7 @@ from geotrain.solver.tables import Tables
 from tests.perf_helpers import US, offer
 
 REGISTRY = WorkloadRegistry.bundled()
-PARAMETERS = {n: REGISTRY.get(n).parameters for n in REGISTRY.names()}
+WORKLOADS = {n: REGISTRY.get(n) for n in REGISTRY.names()}
 RUNS = load_runs(data_text("calibration_runs.csv"))
 HIVEMIND = SyncSettings("hivemind")
 
@@ -43,7 +43,7 @@ def test_in_sample_medians_meet_the_targets():
 
 def test_a_family_held_out_is_predicted_from_the_others_and_the_priors_are_reported():
     held = [r for r in multi_peer(RUNS) if r.cloud == "gc"]
-    fit, report = fit_hivemind([r for r in RUNS if r not in held], NetworkModel.bundled(), PARAMETERS)
+    fit, report = fit_hivemind([r for r in RUNS if r not in held], NetworkModel.bundled(), WORKLOADS)
     assert report["host_exponent"].startswith("prior") and report["step_s_per_gparam"].startswith("prior")
     assert report["runs"] == len(multi_peer(RUNS)) - len(held)
     sps, rounds = errors(PerfModel(egress=EgressPrices.bundled(), fit=fit), held)
@@ -70,12 +70,12 @@ def test_the_round_overhead_is_set_by_the_slowest_host():
 
 def test_a_multi_gpu_node_with_a_large_micro_batch_keeps_more_of_its_rate():
     fit = bundled_fit()
-    p = REGISTRY.get("roberta-xlm").parameters
-    t4 = fit.step_efficiency("roberta-xlm", p, 208.8, 32, 8)
-    dgx2 = fit.step_efficiency("roberta-xlm", p, 1811.4, 256, 96)
+    xlm = REGISTRY.get("roberta-xlm")
+    t4 = fit.step_efficiency(xlm, 208.8, 32, 8)
+    dgx2 = fit.step_efficiency(xlm, 1811.4, 256, 96)
     assert 0 < t4 < dgx2 < 1
     # the fixed cost per step vanishes as the micro-batch grows: the share tends to e_w
-    assert fit.step_efficiency("roberta-xlm", p, 1811.4, 10**9, 96) == pytest.approx(1.0)
+    assert fit.step_efficiency(xlm, 1811.4, 10**9, 96) == pytest.approx(1.0)
 
 
 def test_the_solver_takes_each_candidates_step_efficiency_and_bounds_the_host_by_the_fastest():

@@ -153,7 +153,7 @@ def test_a_measured_pair_serves_regions_near_its_ends_scaled_by_rtt():
 def hivemind_transfer(net, groups, uplinks=None):
     from geotrain.perf.strategies import Hivemind, HivemindFit, PeerGroup, Topology
 
-    fit = HivemindFit({}, 0.5, 0.0, 0.0, 0.0)
+    fit = HivemindFit({}, {}, 0.0, 0.0, 0.0)
     topo = Topology([PeerGroup(loc, n, 100.0, 32) for loc, n in groups], net.link,
                     lambda site: (uplinks or {}).get(site))
     return Hivemind(fit, 32768).transfer(topo, 1e9)

@@ -49,10 +49,10 @@ def test_single_gpu_baselines_are_exact():
 
 def test_committed_calibration_is_what_the_fit_gives():
     runs = load_runs(data_text("calibration_runs.csv"))
-    parameters = {n: REGISTRY.get(n).parameters for n in REGISTRY.names()}
-    fit, _ = fit_hivemind(runs, NetworkModel.bundled(), parameters)
+    fit, _ = fit_hivemind(runs, NetworkModel.bundled(), {n: REGISTRY.get(n) for n in REGISTRY.names()})
     committed = bundled_fit()
     assert fit.efficiency == committed.efficiency
+    assert fit.unseen_step_s_per_gparam == committed.unseen_step_s_per_gparam
     assert fit.round_floor_s == pytest.approx(committed.round_floor_s, abs=1e-3)
     assert fit.per_peer_s == pytest.approx(committed.per_peer_s, abs=1e-3)
     assert fit.per_gparam_s == pytest.approx(committed.per_gparam_s, abs=1e-3)

@@ -9,10 +9,12 @@ from geotrain.domain import Continent, Location, link_class
 from geotrain.perf.network import LinkEstimate
 from geotrain.perf.protocol import Protocol
 from geotrain.perf.strategies import AllReduce, AsgdGA, PeerGroup, Topology
+from geotrain.perf.workloads import WorkloadRegistry
 
 US = Location("aws", "us-east-1", "use1-az1", Continent.NORTH_AMERICA)
 EU = Location("aws", "eu-west-1", "euw1-az1", Continent.EUROPE)
 RTT_MS, GBPS, W = 100.0, 0.2, 200e3  # the link, and a payload of 200 kB
+TINY_LM = WorkloadRegistry.bundled().get("tiny-lm")
 
 
 def _topology(us_rate: float, eu_rate: float) -> Topology:
@@ -28,8 +30,8 @@ def _topology(us_rate: float, eu_rate: float) -> Topology:
 def test_asgd_ga_pays_the_round_trips_in_the_link_bound_regions_push_and_not_in_the_home_regions_compute():
     k = 3.0
     topo = _topology(us_rate=2000.0, eu_rate=1000.0)  # US is home: the most compute
-    bare = AsgdGA(4).cost(topo, W, 10**5, "tiny-lm")
-    got = Protocol("test", (("asgd-ga", k),)).cost(AsgdGA(4), topo, W, 10**5, "tiny-lm")
+    bare = AsgdGA(4).cost(topo, W, TINY_LM)
+    got = Protocol("test", (("asgd-ga", k),)).cost(AsgdGA(4), topo, W, TINY_LM)
     push = 2 * W * 8 / (GBPS * 1e9) + RTT_MS / 1e3
     step_eu = 16 / 1000.0
     assert push > 4 * step_eu  # EU is bound by its link
@@ -44,8 +46,8 @@ def test_asgd_ga_pays_the_round_trips_in_the_link_bound_regions_push_and_not_in_
 def test_a_synchronous_strategy_pays_the_round_trips_in_its_round_and_its_samples():
     k = 2.5
     topo = _topology(1000.0, 1000.0)
-    bare = AllReduce().cost(topo, W, 10**5, "tiny-lm")
-    got = Protocol("test", (("allreduce", k),)).cost(AllReduce(), topo, W, 10**5, "tiny-lm")
+    bare = AllReduce().cost(topo, W, TINY_LM)
+    got = Protocol("test", (("allreduce", k),)).cost(AllReduce(), topo, W, TINY_LM)
     assert got.time_per_round_s == pytest.approx(bare.time_per_round_s + k * RTT_MS / 1e3)
     assert got.samples_per_s == pytest.approx(bare.samples_per_s * bare.time_per_round_s / got.time_per_round_s)
-    assert Protocol().cost(AllReduce(), topo, W, 10**5, "tiny-lm") == bare  # nothing measured: no term
+    assert Protocol().cost(AllReduce(), topo, W, TINY_LM) == bare  # nothing measured: no term
