@@ -1,8 +1,10 @@
 # Two commands do all setup: `make demo` runs geotrain on the embedded default (bundled prices,
 # local provider, SQLite ledger): catalog, SkyPilot's hello task, estimate, plan, a plan for the local provider launched
 # with injected preemptions and a capacity failure, its cost report, and a spot-market replay (files in .demo/).
-# `make test` runs the whole test suite. Both create or reuse .venv and install what they need;
-# a second run skips the install unless pyproject.toml changed.
+# `make test` runs the fast suite a contributor runs before each commit (unit, CLI and contract tests and
+# one end-to-end launch, on every core: pytest-xdist); `make test-all` runs every test, one at a time,
+# lists the 20 slowest, and checks that it ran the whole suite (scripts/check_suite.py). Both create or
+# reuse .venv and install what they need; a second run skips the install unless pyproject.toml changed.
 
 PYTHON ?= python3
 VENV   := .venv
@@ -10,6 +12,10 @@ BIN    := $(VENV)/bin
 # CPU-only machines elsewhere: make demo (or test) TORCH="torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu"
 TORCH  ?= torch==2.13.0
 PIP    := $(BIN)/python -m pip install --quiet --disable-pip-version-check
+# make test's pytest-xdist workers (auto: one per core); make test-all's JUnit report, which
+# scripts/check_suite.py reads
+WORKERS ?= auto
+REPORT  ?= .test-all.xml
 
 .PHONY: demo test test-all bench data clean
 
@@ -31,11 +37,12 @@ demo: $(VENV)/.demo-installed
 
 test: $(VENV)/.test-installed
 	sh scripts/ensure_sshd.sh  # the on-prem provider's tests talk to a real sshd
-	$(BIN)/python -m pytest -m "not heavy" $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -m "not slow" -n $(WORKERS) $(PYTEST_ARGS)
 
 test-all: $(VENV)/.test-installed
 	sh scripts/ensure_sshd.sh
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	GEOTRAIN_TEST_ALL=1 $(BIN)/python -m pytest --durations=20 --junitxml=$(REPORT) $(PYTEST_ARGS)
+	$(BIN)/python scripts/check_suite.py $(REPORT)
 
 bench: $(VENV)/.test-installed
 	$(BIN)/python bench/startup.py
@@ -72,4 +79,4 @@ $(VENV)/.test-installed: pyproject.toml | $(BIN)/python
 	@touch $@ $(VENV)/.demo-installed
 
 clean:
-	rm -rf $(VENV) build dist *.egg-info .pytest_cache .hypothesis .demo
+	rm -rf $(VENV) build dist *.egg-info .pytest_cache .hypothesis .demo .test-all.xml

@@ -85,8 +85,12 @@ def _session_home(tmp_path_factory: pytest.TempPathFactory):  # noqa: ANN202
 
 @pytest.fixture(autouse=True)
 def geotrain_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A GEOTRAIN_HOME of the test's own, and output as it is off a terminal: no terminal size from the
+    environment (pytest-xdist's workers set COLUMNS=80; a pipe gets geotrain's own width)."""
     home = tmp_path_factory.mktemp("geotrain-home")
     monkeypatch.setenv("GEOTRAIN_HOME", str(home))
+    monkeypatch.delenv("COLUMNS", raising=False)
+    monkeypatch.delenv("LINES", raising=False)
     return home
 
 

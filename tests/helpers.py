@@ -1,7 +1,9 @@
-"""Small builders for tests: price tables from a few literal rows; the live processes of a run."""
+"""Small builders for tests: price tables from a few literal rows; the live processes of a run; how
+many examples a property test draws."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pandas as pd
@@ -13,6 +15,12 @@ DEFAULTS = {
     "zone": "", "accelerator": "T4", "accelerator_count": "1", "vcpus": "8", "memory_gib": "32",
     "observed_at": "2026-05-20T00:00:00Z", "source": "test",
 }
+
+
+def examples(fast: int, every: int) -> int:
+    """Examples a property test draws: ``fast`` in `make test`, ``every`` in `make test-all` (which sets
+    GEOTRAIN_TEST_ALL=1)."""
+    return every if os.environ.get("GEOTRAIN_TEST_ALL") == "1" else fast
 
 
 def offer_table(*rows: dict) -> pd.DataFrame:

@@ -219,8 +219,9 @@ class SpotPolicy:
 
     def reserve_h(self, hours_left):  # noqa: ANN001, ANN201 - hours, or an array of them
         """The margin the pace keeps with ``hours_left`` to go: ``λ·m₀·H/H₀`` (Uniform Progress, ``λ = 1``,
-        spends the first margin ``m₀`` evenly over the time)."""
-        if self._paced is None:
+        spends the first margin ``m₀`` evenly over the time). No reserve where the first margin was
+        unbounded (nothing left to train, or no on-demand gang to fall back on): there was no net to pace."""
+        if self._paced is None or math.isinf(self._paced[0]):
             return 0.0
         margin_h, start_h = self._paced
         return self.pace * margin_h * np.maximum(0.0, hours_left) / start_h

@@ -142,10 +142,9 @@ HARNESSES: dict[str, Callable[[Path], Harness]] = {
 }
 
 
-@pytest.fixture(params=sorted(HARNESSES))
-def harness(request: pytest.FixtureRequest, geotrain_home: Path) -> Iterator[Harness]:
-    """A provider under test; every node of the test's runs is terminated at teardown."""
-    h = HARNESSES[request.param](geotrain_home)
+def _provided(name: str, home: Path) -> Iterator[Harness]:
+    """Harness ``name``; every node of the test's runs is terminated at teardown."""
+    h = HARNESSES[name](home)
     try:
         yield h
     finally:
@@ -164,6 +163,22 @@ def harness(request: pytest.FixtureRequest, geotrain_home: Path) -> Iterator[Har
             if callable(close):
                 close()
         assert left == 0, "nodes left behind after terminating every node of the test's runs"
+
+
+@pytest.fixture(params=sorted(HARNESSES))
+def harness(request: pytest.FixtureRequest, geotrain_home: Path) -> Iterator[Harness]:
+    """A provider under test."""
+    yield from _provided(request.param, geotrain_home)
+
+
+PROCESS_HARNESSES = ("fake", "local")  # their nodes are process groups on this machine; preemptions can be injected
+
+
+@pytest.fixture(params=PROCESS_HARNESSES)
+def process_harness(request: pytest.FixtureRequest, geotrain_home: Path) -> Iterator[Harness]:
+    """A provider whose nodes are this machine's processes: the promises about those processes and
+    injected preemptions."""
+    yield from _provided(request.param, geotrain_home)
 
 
 def wait_until(predicate: Callable[[], bool], timeout_s: float = 5.0, what: str = "condition") -> None:

@@ -34,8 +34,7 @@ while True:
 
 def _local(harness: Harness) -> LocalProvider:
     """The local provider under the harness (a FakeProvider wraps one)."""
-    if not harness.provider.capabilities.preemption_injection:
-        pytest.skip(f"{harness.name} cannot inject preemptions")
+    assert harness.provider.capabilities.preemption_injection, harness.name
     provider = getattr(harness.provider, "inner", harness.provider)
     assert isinstance(provider, LocalProvider)
     return provider
@@ -197,10 +196,10 @@ def test_another_instance_sees_a_dead_node_as_lost(harness: Harness) -> None:
     assert (lost.state, lost.end_reason) == (NodeState.TERMINATED, "lost")
 
 
-def test_a_lost_local_node_takes_its_processes_with_it(harness: Harness, tmp_path: Path) -> None:
-    provider = _local(harness)
-    run = harness.new_run()
-    node = provider.launch(harness.request(run))
+def test_a_lost_local_node_takes_its_processes_with_it(process_harness: Harness, tmp_path: Path) -> None:
+    provider = _local(process_harness)
+    run = process_harness.new_run()
+    node = provider.launch(process_harness.request(run))
     proc = provider.start(node.node_id, SLEEP, {}, tmp_path / "sleep.log")
     agent_pid = int((provider.node_dir(node.node_id) / "agent.pid").read_text())
     os.kill(agent_pid, 9)  # only the agent: the sleep on the node survives it for now
@@ -208,7 +207,7 @@ def test_a_lost_local_node_takes_its_processes_with_it(harness: Harness, tmp_pat
     [lost] = provider.list(run)
     assert lost.end_reason == "lost"
     assert proc.wait(timeout=5) == -9
-    assert harness.node_gone(provider, node)
+    assert process_harness.node_gone(provider, node)
 
 
 # -- adoption: state is shared through the file ---------------------------------------------------
@@ -234,14 +233,14 @@ def test_another_instance_sees_and_terminates_the_nodes(harness: Harness, tmp_pa
 # -- injected preemptions (local only) ------------------------------------------------------------
 
 
-def test_preempt_without_notice_kills_the_node_now(harness: Harness, tmp_path: Path) -> None:
-    provider = _local(harness)
-    run = harness.new_run()
-    node = provider.launch(harness.request(run))
+def test_preempt_without_notice_kills_the_node_now(process_harness: Harness, tmp_path: Path) -> None:
+    provider = _local(process_harness)
+    run = process_harness.new_run()
+    node = provider.launch(process_harness.request(run))
     proc = provider.start(node.node_id, SLEEP, {}, tmp_path / "sleep.log")
     provider.preempt(node.node_id)
     assert proc.poll() == -9
-    assert harness.node_gone(provider, node)
+    assert process_harness.node_gone(provider, node)
     [ended] = provider.list(run)
     assert (ended.state, ended.end_reason) == (NodeState.PREEMPTED, "preempted")
     provider.terminate(node.node_id)  # a preempted node stays preempted
@@ -254,10 +253,10 @@ def _start_usr1_listener(provider: LocalProvider, node_id: str, tmp_path: Path) 
     return proc
 
 
-def test_preempt_with_notice_signals_then_kills(harness: Harness, tmp_path: Path) -> None:
-    provider = _local(harness)
-    run = harness.new_run()
-    node = provider.launch(harness.request(run))
+def test_preempt_with_notice_signals_then_kills(process_harness: Harness, tmp_path: Path) -> None:
+    provider = _local(process_harness)
+    run = process_harness.new_run()
+    node = provider.launch(process_harness.request(run))
     proc = _start_usr1_listener(provider, node.node_id, tmp_path)
     given_at = time.time()
     provider.preempt(node.node_id, notice_s=0.5)
@@ -272,35 +271,35 @@ def test_preempt_with_notice_signals_then_kills(harness: Harness, tmp_path: Path
     [ended] = provider.list(run)
     assert (ended.state, ended.end_reason) == (NodeState.PREEMPTED, "preempted")
     assert time.time() >= notice["deadline"]
-    assert harness.node_gone(provider, node)
+    assert process_harness.node_gone(provider, node)
 
 
-def test_terminating_during_the_notice_ends_the_node_as_preempted(harness: Harness) -> None:
-    provider = _local(harness)
-    run = harness.new_run()
-    node = provider.launch(harness.request(run))
+def test_terminating_during_the_notice_ends_the_node_as_preempted(process_harness: Harness) -> None:
+    provider = _local(process_harness)
+    run = process_harness.new_run()
+    node = provider.launch(process_harness.request(run))
     provider.preempt(node.node_id, notice_s=30)
     provider.terminate(node.node_id)
     [ended] = provider.list(run)
     assert (ended.state, ended.end_reason) == (NodeState.PREEMPTED, "preempted")
-    assert harness.node_gone(provider, node)
+    assert process_harness.node_gone(provider, node)
 
 
-def test_the_notice_deadline_holds_when_the_process_that_gave_it_is_gone(harness: Harness) -> None:
-    provider = _local(harness)
-    run = harness.new_run()
-    node = provider.launch(harness.request(run))
+def test_the_notice_deadline_holds_when_the_process_that_gave_it_is_gone(process_harness: Harness) -> None:
+    provider = _local(process_harness)
+    run = process_harness.new_run()
+    node = provider.launch(process_harness.request(run))
     code = "import sys; from geotrain.providers.local import LocalProvider; " \
            "LocalProvider().preempt(sys.argv[1], notice_s=0.3)"
     subprocess.run([sys.executable, "-c", code, node.node_id], check=True, timeout=60)
     assert provider.notice_path(node.node_id).exists()
     wait_until(lambda: provider.list(run)[0].ended, 5, "the node to end at its deadline")
     assert provider.list(run)[0].state is NodeState.PREEMPTED
-    assert harness.node_gone(provider, node)
+    assert process_harness.node_gone(provider, node)
 
 
-def test_a_corrupt_state_file_is_named(harness: Harness) -> None:
-    provider = _local(harness)
+def test_a_corrupt_state_file_is_named(process_harness: Harness) -> None:
+    provider = _local(process_harness)
     provider.list()
     state = provider._paths().state  # noqa: SLF001 - the file is the local provider's contract
     state.parent.mkdir(parents=True, exist_ok=True)
@@ -310,12 +309,12 @@ def test_a_corrupt_state_file_is_named(harness: Harness) -> None:
     state.unlink()
 
 
-def test_an_agent_that_cannot_start_leaves_no_node(harness: Harness, monkeypatch: pytest.MonkeyPatch) -> None:
-    _local(harness)
+def test_an_agent_that_cannot_start_leaves_no_node(process_harness: Harness, monkeypatch: pytest.MonkeyPatch) -> None:
+    _local(process_harness)
     from geotrain.providers import local
 
     monkeypatch.setattr(local, "AGENT_MODULE", "geotrain.providers.no_such_agent")
-    run = harness.new_run()
+    run = process_harness.new_run()
     with pytest.raises(ProviderError, match="agent exited with code 1.*no_such_agent"):
-        harness.provider.launch(harness.request(run))
-    assert harness.provider.list(run) == []
+        process_harness.provider.launch(process_harness.request(run))
+    assert process_harness.provider.list(run) == []

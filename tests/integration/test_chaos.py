@@ -16,21 +16,13 @@ SCENARIOS = [
     Scenario("killed while the first nodes launch", kill_at="launching"),
     Scenario("killed mid-training, preempted with notice after", trace=[{"at_step": 20, "node": 1, "notice_s": 1}],
              kill_at="training"),
-    # heavy: the launcher killed in a checkpoint's write; a torn checkpoint is skipped (test_checkpoint) and
-    # "a preemption mid-checkpoint, killed just before completion" resumes past a checkpoint being written
-    pytest.param(Scenario("killed mid-checkpoint", kill_at="checkpoint"), marks=pytest.mark.heavy,
-                 id="killed mid-checkpoint"),
+    Scenario("killed mid-checkpoint", kill_at="checkpoint"),
     Scenario("rank 0 preempted without notice, killed mid-recovery", trace=[{"at_step": 10, "node": 0}],
              kill_at="recovery"),
-    # heavy (CI room; `make test-all` runs them): a launcher killed mid-recovery and preemptions with notice stay
-    # in CI through the scenarios above
-    pytest.param(Scenario("two preempted at once, killed while the replacement boots",
-                          trace=[{"at_step": 12, "node": 0}, {"at_step": 12, "node": 1, "notice_s": 0.5}],
-                          kill_at="replacement"), marks=pytest.mark.heavy,
-                 id="two preempted at once, killed while the replacement boots"),
-    pytest.param(Scenario("a notice while the workers start, no restart budget",
-                          trace=[{"at_s": 0.0, "node": 1, "notice_s": 3}], max_restarts=0), marks=pytest.mark.heavy,
-                 id="a notice while the workers start, no restart budget"),
+    Scenario("two preempted at once, killed while the replacement boots",
+             trace=[{"at_step": 12, "node": 0}, {"at_step": 12, "node": 1, "notice_s": 0.5}], kill_at="replacement"),
+    Scenario("a notice while the workers start, no restart budget",
+             trace=[{"at_s": 0.0, "node": 1, "notice_s": 3}], max_restarts=0),
     Scenario("a preemption mid-checkpoint, killed just before completion",
              trace=[{"during_checkpoint": True, "at_step": 16}], kill_at="finishing"),
 ]
@@ -41,7 +33,7 @@ def reference(tmp_path_factory):
     return reference_weights(tmp_path_factory.mktemp("chaos-reference"))
 
 
-@pytest.mark.parametrize("scenario", SCENARIOS, ids=[getattr(s, "name", None) for s in SCENARIOS])
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=[s.name for s in SCENARIOS])
 def test_every_fault_ends_in_the_uninterrupted_result_with_nothing_lost_or_left(scenario, reference, tmp_path):
     result = run_scenario(scenario, tmp_path, reference)
     assert result.failures == [], result

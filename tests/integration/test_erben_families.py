@@ -21,6 +21,8 @@ from typer.testing import CliRunner
 from geotrain.cli import app
 from geotrain.perf.data import data_text
 
+pytestmark = pytest.mark.slow  # `make test-all` runs the integration suite
+
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "erben"
 SITES = str(EXAMPLES / "sites.yaml")
 LINKS = str(EXAMPLES / "links.csv")

@@ -87,7 +87,6 @@ def test_capacity_throttling_and_an_unknown_outcome_are_met_and_the_run_complete
     assert_nothing_twice_nothing_left(provider, run_id)
 
 
-@pytest.mark.heavy  # test_capacity_throttling_and_an_unknown_outcome_are_met_and_the_run_completes walks a fallback
 def test_fallbacks_are_walked_in_order_then_the_job_is_planned_again(tmp_path):
     plan = make_plan()
     fallbacks = plan.fallbacks_for(ZONE_B)

@@ -80,7 +80,6 @@ def reference(plan, tmp_path_factory):
     return final_weights(str(tmp / "ckpt"))
 
 
-@pytest.mark.heavy  # the chaos suite checks the same weights after preemptions with and without notice and mid-checkpoint
 def test_three_preemptions_recover_to_the_same_weights(plan, reference, tmp_path, monkeypatch):
     # a slow checkpoint write gives the injector a window to preempt the writer mid-write
     monkeypatch.setenv("GEOTRAIN_FAULT_CHECKPOINT_DELAY_S", "0.8")
@@ -147,7 +146,6 @@ def _wait_step(run_id_holder: Ledger, at_least: int, timeout: float = 60) -> str
     raise AssertionError("training did not progress")
 
 
-@pytest.mark.heavy  # the chaos suite kills the launcher while nodes launch and mid-training, resumes it from a new session and checks no node is launched twice
 def test_killed_launcher_is_resumed_without_launching_twice(plan, reference, tmp_path):
     path = tmp_path / "plan.json"
     save_plan(plan, path)

@@ -4,9 +4,8 @@ cloud's metadata shape."""
 
 from __future__ import annotations
 
-import os
-
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -18,6 +17,8 @@ from geotrain.providers.remote import AGENT_PORT, AgentChannel, AgentEndpoint, h
 from geotrain.providers.startup import startup_script
 from tests.fakes.metadata import FakeMetadata
 from tests.fakes.vms import Hypervisor
+
+pytestmark = pytest.mark.slow  # `make test-all` runs the integration suite
 
 # Writes <out>/ready once its SIGUSR1 handler is in place, <out>/usr1 when the signal comes.
 LISTENER = """

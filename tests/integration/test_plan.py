@@ -19,6 +19,8 @@ from geotrain.planning.planner import PlanOptions, make_plan
 from geotrain.pricing.inventory import load_inventory
 from geotrain.pricing.snapshot import bundled_snapshot
 
+pytestmark = pytest.mark.slow  # `make test-all` runs the integration suite
+
 SITES = Path(__file__).resolve().parents[2] / "examples" / "sites.yaml"
 FAST = PlanOptions(frontier_points=0, time_limit_s=60)
 runner = CliRunner()
@@ -86,7 +88,6 @@ def test_onprem_machines_join_when_required():
     assert plan.totals.samples_per_s >= 100 * 0.95
 
 
-@pytest.mark.heavy  # test_cli_plan_json_and_infeasible_exit_code checks the exit code and message of an infeasible plan
 def test_infeasible_target_names_the_limit():
     with pytest.raises(InfeasibleError) as info:
         plan_for(objective=Objective.MIN_COST, target_samples_per_s=800,
@@ -272,7 +273,6 @@ def test_when_the_hivemind_ceiling_binds_the_error_says_so_and_how_large_a_batch
     assert needed == pytest.approx(2 * 3000 * 4096 / ceiling, rel=0.01)
 
 
-@pytest.mark.heavy  # the referee tests check every planned mix against the perf model
 def test_a_mix_the_perf_model_says_misses_the_target_is_not_planned():
     """asgd-ga on RoBERTa-XLM: the solver's model used to leave out each region's per-step
     all-reduce and believed its mix trained 3,000 samples/s where the perf model says 68. The plan
@@ -292,7 +292,6 @@ def test_a_mix_the_perf_model_says_misses_the_target_is_not_planned():
     assert "5,000 samples/s is out of reach" in str(info.value) and info.value.exit_code == 3
 
 
-@pytest.mark.heavy  # test_every_objective_gives_an_optimal_plan_that_meets_its_goal[max_throughput] checks a budget plan against the perf model
 def test_a_budget_is_kept_by_the_perf_model():
     plan = plan_for(objective=Objective.MAX_THROUGHPUT, budget_usd_per_hour=5,
                     constraints=Constraints(accelerators=frozenset({"T4"}), max_nodes_per_zone=10))

@@ -17,8 +17,6 @@ from geotrain.ledger import EventKind, Ledger
 from geotrain.perf.workloads import WorkloadRegistry
 from tests.integration.test_launch import assert_no_orphans
 
-pytestmark = pytest.mark.slow
-
 NODES = "aws/usw2-az1/g4dn.xlarge,aws/use1-az1/g4dn.xlarge"  # two regions, one node each
 
 
@@ -34,6 +32,7 @@ def last_dollars(text: str) -> str:
     return re.findall(r"\$([0-9][0-9,]*\.[0-9]{4})", text)[-1]
 
 
+# not slow: the one end-to-end launch `make test` runs (plan, launch, status, cost-report as a user types them)
 def test_the_run_trains_what_the_plan_says_and_three_commands_print_one_cost(tmp_path):
     plan = tmp_path / "plan.json"
     geotrain("plan", "--workload", "tiny-cnn", "--strategy", "local-sgd", "--local-steps", "4", "--precision", "fp16",
@@ -72,6 +71,7 @@ def test_the_run_trains_what_the_plan_says_and_three_commands_print_one_cost(tmp
     assert_no_orphans(run_id)
 
 
+@pytest.mark.slow
 def test_a_substitution_is_recorded_and_shown_everywhere(tmp_path):
     plan = tmp_path / "plan.json"
     geotrain("plan", "--workload", "convnext-large", "--strategy", "hivemind", "--target-sps", "50",
@@ -90,6 +90,7 @@ def test_a_substitution_is_recorded_and_shown_everywhere(tmp_path):
     assert_no_orphans(run_id)
 
 
+@pytest.mark.slow
 def test_the_spend_limit_stops_the_run_before_it_overshoots(tmp_path):
     plan = tmp_path / "plan.json"
     geotrain("plan", "--workload", "tiny-cnn", "--strategy", "allreduce", "--provider", "local", "--target-sps", "10",

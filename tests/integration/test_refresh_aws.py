@@ -22,6 +22,8 @@ from geotrain.pricing.live.base import FetchRequest, PriceSource
 from geotrain.pricing.schema import KEY_COLUMNS, parse_offers
 from tests.fakes.aws import FakeAws, bundled_aws_rows, placement_score
 
+pytestmark = pytest.mark.slow  # `make test-all` runs the integration suite
+
 EAST = frozenset({"us-east-1"})
 
 

@@ -32,6 +32,8 @@ from geotrain.pricing.live.base import FetchRequest  # noqa: E402
 from geotrain.pricing.schema import KEY_COLUMNS, parse_offers  # noqa: E402
 from tests.fakes.azure_server import CPU_ONLY_SIZE, SUBSCRIPTION_ID, AzureFake, bundled_azure_rows  # noqa: E402
 
+pytestmark = pytest.mark.slow  # `make test-all` runs the integration suite
+
 OBSERVED = datetime(2026, 12, 1, 12, 0, tzinfo=timezone.utc)
 TWO_REGIONS = frozenset({"eastus", "westeurope"})
 

@@ -18,6 +18,8 @@ from geotrain.pricing.schema import KEY_COLUMNS
 from geotrain.pricing.snapshot import SnapshotStore
 from tests.fakes.gcp import ENDPOINTS, PROJECT, GcpFake
 
+pytestmark = pytest.mark.slow  # `make test-all` runs the integration suite
+
 OBSERVED = datetime(2026, 8, 1, 12, 0, tzinfo=timezone.utc)
 FEW = {"us-central1", "europe-west4", "asia-east1"}  # N1 zones, a2, a3 (zonal spot in us-central1), g2
 

@@ -12,12 +12,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.badinputs import case_for, problems, run_case
+from tests.helpers import examples
 
 KINDS = ("spec", "catalog", "sites", "plan", "trace", "flags")
 
 
 @pytest.mark.parametrize("kind", KINDS)
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+@settings(max_examples=examples(25, 100), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                                   HealthCheck.too_slow])
 @given(data=st.data())
 def test_generated_bad_inputs_end_as_input_errors(kind, data, tmp_path):

@@ -13,6 +13,7 @@ from geotrain.billing import CostKind, run_cost
 from geotrain.domain import CLOUD_ONPREM, Continent, LinkClass, Location, Market, link_class
 from geotrain.ledger import EventKind, Ledger
 from geotrain.pricing.egress import EgressPrices, Payer
+from tests.helpers import examples
 
 EGRESS = EgressPrices.bundled()
 T0 = 1_700_000_000.0
@@ -117,7 +118,7 @@ node = st.tuples(st.sampled_from(sorted(PLACES)), st.sampled_from(["spot", "on_d
                  st.lists(st.tuples(st.floats(1, 10_000), st.floats(0, 5)), max_size=3))
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(60, 300), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(nodes=st.lists(node, min_size=1, max_size=6),
        links=st.lists(st.tuples(st.integers(0, 5), st.integers(0, 5), st.integers(0, 50 * 10**9)), max_size=12),
        checkpoints=st.lists(st.tuples(st.integers(0, 5), st.integers(0, 5 * 10**9), st.booleans()), max_size=4),

@@ -455,36 +455,3 @@ def test_base_that_is_a_file_is_an_input_error(tmp_path: Path) -> None:
         CheckpointStore(str(tmp_path / "file"))
     with pytest.raises(InputError):
         CheckpointStore(str(tmp_path / "file" / "below"))
-
-
-def test_s3_through_moto_server(monkeypatch: pytest.MonkeyPatch) -> None:
-    pytest.importorskip("s3fs")
-    moto_server = pytest.importorskip("moto.server")
-    for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SECURITY_TOKEN", "AWS_SESSION_TOKEN"):
-        monkeypatch.setenv(key, "testing")
-    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
-    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    try:
-        host, port = server.get_host_and_port()
-        options = {"key": "testing", "secret": "testing", "skip_instance_cache": True,
-                   "client_kwargs": {"endpoint_url": f"http://{host}:{port}", "region_name": "us-east-1"}}
-        import s3fs
-
-        s3fs.S3FileSystem(**options).mkdir("geotrain-ckpt")
-        url = "s3://geotrain-ckpt/run"
-        store = CheckpointStore(url, storage_options=options)
-        first = store.save(1, small_state(1.0), meta={"run_id": "s3"})
-        assert first.url == "s3://geotrain-ckpt/run/ckpt-0000000001"
-        with pytest.raises(Crash):
-            CheckpointStore(url, storage_options=options, on_phase=crash_at("marker")).save(2, small_state(2.0))
-        assert store.latest() == first and store.rejected[0][1].startswith("torn")
-        assert_same(store.load(first), small_state(1.0))
-        store.save(3, small_state(3.0))
-        store.prune(keep=2)
-        assert [info.step for info in store.list()] == [1, 3]
-        fs = s3fs.S3FileSystem(**options)
-        assert not [p for p in fs.find("geotrain-ckpt/run") if ".tmp-" in p]
-        assert not fs.exists("geotrain-ckpt/run/ckpt-0000000002/state.pt")
-    finally:
-        server.stop()

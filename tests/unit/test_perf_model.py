@@ -16,6 +16,7 @@ from geotrain.perf.network import NetworkModel
 from geotrain.perf.rates import GpuScaling, RateTable
 from geotrain.perf.workloads import WorkloadRegistry
 from geotrain.pricing.egress import EgressPrices
+from tests.helpers import examples
 from tests.perf_helpers import AWS_US, EU, US, groups, network
 
 REGISTRY = WorkloadRegistry.bundled()
@@ -66,7 +67,7 @@ def predict(net: NetworkModel, strategy: str, mix, workload: str = "convnext-lar
     return PerfModel(network=net, egress=EGRESS).predict(REGISTRY.get(workload), mix, SyncSettings(strategy))
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60, 300), deadline=None)
 @given(
     strategy=st.sampled_from(SYNCHRONOUS),
     fast=st.floats(0.05, 10), slow_factor=st.floats(0.01, 1.0), rtt=st.floats(1, 300),
@@ -80,7 +81,7 @@ def test_slower_link_never_raises_throughput(strategy, fast, slow_factor, rtt, n
     assert slower.samples_per_s <= base.samples_per_s * (1 + 1e-9)
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40, 200), deadline=None)
 @given(strategy=st.sampled_from(SYNCHRONOUS), bw=st.floats(0.05, 5), more=st.floats(1.0, 20.0),
        nic=st.floats(1, 20), n=st.integers(1, 6))
 def test_more_bandwidth_never_lowers_throughput(strategy, bw, more, nic, n):

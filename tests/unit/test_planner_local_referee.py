@@ -24,8 +24,8 @@ from geotrain.planning.referee import MixReferee
 from geotrain.pricing.snapshot import PriceSnapshot, bundled_snapshot
 from tests.unit.test_planner_referee import rated_offers
 
-LIGHT = 12  # markets `make test` runs; `make test-all` runs HEAVY more
-HEAVY = 50
+FAST = 12  # markets `make test` runs; `make test-all` runs MORE besides
+MORE = 50
 RESTARTS = 6
 REGIONS = ("aws/us-east-1", "aws/us-west-2", "gcp/us-central1", "aws/eu-west-1", "gcp/europe-west4",
            "gcp/asia-southeast1", "azure/eastus")
@@ -103,12 +103,12 @@ def check(seed: int) -> None:
         assert plan.solver.bound <= best_usd * (1 + 1e-6)
 
 
-@pytest.mark.parametrize("seed", range(LIGHT))
+@pytest.mark.parametrize("seed", range(FAST))
 def test_the_plan_is_within_one_percent_of_the_referee_and_beats_every_baseline(seed):
     check(seed)
 
 
-@pytest.mark.heavy
-@pytest.mark.parametrize("seed", range(LIGHT, LIGHT + HEAVY))
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(FAST, FAST + MORE))
 def test_the_same_on_fifty_more_markets(seed):
     check(seed)

@@ -18,6 +18,7 @@ from geotrain.errors import InfeasibleError, NotFoundError
 from geotrain.planning.planner import PlanOptions, build_context, make_plan, predict_groups
 from geotrain.pricing.snapshot import PriceSnapshot, bundled_snapshot
 from geotrain.solver import semantics
+from tests.helpers import examples
 
 REGIONS = ("aws/us-east-1", "aws/us-west-2", "gcp/us-central1", "aws/eu-west-1", "gcp/europe-west4")
 ACCELERATORS = ("T4", "A10G", "V100", "L4")
@@ -123,7 +124,7 @@ def check_relaxation(snapshot, job) -> None:
         assert model_cost <= truth.usd_per_hour * (1 + 1e-9) + 1e-12, (x, model_cost, truth)
 
 
-SETTINGS = settings(max_examples=int(__import__("os").environ.get("REFEREE_EXAMPLES", "12")), deadline=None,
+SETTINGS = settings(max_examples=examples(12, 40), deadline=None,
                     derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 
 

@@ -28,6 +28,7 @@ from geotrain.sim.market import UNLIMITED, ZoneTrace, align
 from geotrain.sim.oracle import oracle
 from geotrain.sim.policies import baseline
 from geotrain.sim.world import build_world
+from tests.helpers import examples
 
 U = UNLIMITED
 OD = 3.06
@@ -287,7 +288,7 @@ def markets(draw):
                     restart_s=restart_s)
 
 
-@settings(max_examples=25, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(25, 100), deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
 @given(markets())
 def test_oracle_is_a_lower_bound_for_every_policy(world):
     outcomes = compare(world, record=False)

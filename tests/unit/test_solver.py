@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from geotrain.solver import semantics
 from geotrain.solver.problem import Candidate, Limits, Problem
 from geotrain.solver.search import NEGLIGIBLE_RATE_SHARE, Searcher
+from tests.helpers import examples
 
 
 @dataclass(frozen=True)
@@ -158,7 +159,8 @@ def instances(draw, strategy=None):
 
 
 # derandomize: CI runs the same examples every time (counterexamples found earlier are pinned below)
-SETTINGS = settings(max_examples=40, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=examples(40, 150), deadline=None, derandomize=True,
+                    suppress_health_check=[HealthCheck.too_slow])
 
 
 @SETTINGS
@@ -208,7 +210,8 @@ def test_max_throughput_equals_brute_force(problem):
     assert admissible(problem, result.solution.counts)
 
 
-@settings(SETTINGS, max_examples=20)  # the same referee as min_cost_per_sample, with a rate floor: fewer suffice
+# the same referee as min_cost_per_sample, with a rate floor: fewer suffice
+@settings(SETTINGS, max_examples=examples(20, 60))
 @given(problem=instances(), fraction=st.floats(0.05, 1.0))
 def test_min_cost_by_deadline_equals_brute_force(problem, fraction):
     """min_cost_by_deadline is the cheapest $/sample among mixes that reach the deadline's rate floor."""

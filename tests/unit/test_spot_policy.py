@@ -28,6 +28,7 @@ from geotrain.sim.market import UNLIMITED, ZoneTrace, align
 from geotrain.sim.markets import MarketSpec, generate
 from geotrain.sim.policies import baseline
 from geotrain.sim.world import build_world
+from tests.helpers import examples
 
 H = 3600.0
 ZONES = ("aws/us-east-1/use1-az1", "aws/us-east-1/use1-az2", "aws/us-east-2/use2-az1", "aws/us-west-2/usw2-az2")
@@ -66,7 +67,7 @@ def deadline_world(spec: MarketSpec, seed: int, job: dict, slack: float, start_s
     return world, int(start_share * market.ticks)
 
 
-@settings(max_examples=60, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60, 300), deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
 @given(deadline_cases())
 def test_geotrain_meets_every_deadline_an_on_demand_gang_could_meet(case):
     world, start = deadline_world(*case)
@@ -77,7 +78,7 @@ def test_geotrain_meets_every_deadline_an_on_demand_gang_could_meet(case):
 
 @given(samples=st.floats(0, 1e7), hours=st.floats(0, 50), rate=st.floats(1, 1000), at_risk=st.floats(0, 1e6),
        restart_h=st.floats(0, 1), look_h=st.floats(0, 1))
-@settings(max_examples=200, deadline=None, database=None)
+@settings(max_examples=examples(200, 1000), deadline=None, database=None)
 def test_the_policy_commits_to_on_demand_exactly_when_the_net_says(samples, hours, rate, at_risk, restart_h, look_h):
     deadline = Deadline(samples, hours, rate, at_risk, restart_h, look_h)
     od = Mix((("od", 1),), 3.0, rate, ())
