@@ -5,8 +5,8 @@
 - every test pytest collects under ``tests/`` (no marker filter) has a result in JUNIT_XML, and none
   of them was skipped: a test that is skipped where the suite runs protects nothing;
 - every test function written under ``tests/`` (``def test_*`` at module level or in a ``Test*``
-  class) is collected, so a file pytest does not pick up, or a test shadowed by a second one of the
-  same name, is found;
+  class) is collected, so a file pytest does not pick up is found, and no test name is defined twice
+  in one file (the first definition would never run);
 - it prints how many of them `make test` runs (those not marked ``slow``).
 """
 
@@ -56,20 +56,47 @@ def results(junit: Path) -> dict[str, str]:
     return out
 
 
-def written_tests() -> dict[str, Path]:
-    """``path::name`` (``path::Class::name``) of every test function written under tests/."""
-    found: dict[str, Path] = {}
-    for path in sorted(TESTS.rglob("*.py")):
-        rel = path.relative_to(REPO).as_posix()
+def written_tests(root: Path = TESTS) -> list[str]:
+    """``path::name`` (``path::Class::name``) of every test function written under ``root``, once per
+    definition (a name defined twice in a file appears twice)."""
+    found: list[str] = []
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root.parent).as_posix()
         tree = ast.parse(path.read_text(), filename=rel)
         for node in tree.body:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith("test"):
-                found[f"{rel}::{node.name}"] = path
+                found.append(f"{rel}::{node.name}")
             elif isinstance(node, ast.ClassDef) and node.name.startswith("Test"):
                 for item in node.body:
                     if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and item.name.startswith("test"):
-                        found[f"{rel}::{node.name}::{item.name}"] = path
+                        found.append(f"{rel}::{node.name}::{item.name}")
     return found
+
+
+def audit(suite: set[str], ran: dict[str, str], written: list[str]) -> list[str]:
+    """What a run of the whole suite left out: collected tests without a result, skipped tests, and
+    test functions that were never collected (``suite``: collected node ids; ``ran``: node id →
+    outcome; ``written``: test functions found in the files)."""
+    problems: list[str] = []
+    not_run = sorted(suite - ran.keys())
+    if not_run:
+        problems.append(f"{len(not_run)} collected test(s) have no result (deselected or not run):")
+        problems += [f"  {n}" for n in not_run[:20]]
+    skipped = sorted(n for n, outcome in ran.items() if outcome == "skipped")
+    if skipped:
+        problems.append(f"{len(skipped)} test(s) were skipped, so nothing runs them:")
+        problems += [f"  {n}" for n in skipped[:20]]
+    bases = {n.split("[", 1)[0] for n in suite}
+    never = sorted({name for name in written if name not in bases})
+    if never:
+        problems.append(f"{len(never)} test function(s) under tests/ are never collected "
+                        "(a file pytest does not pick up):")
+        problems += [f"  {n}" for n in never[:20]]
+    twice = sorted({name for name in written if written.count(name) > 1})
+    if twice:
+        problems.append(f"{len(twice)} test name(s) are defined twice in one file; only the last one runs:")
+        problems += [f"  {n}" for n in twice[:20]]
+    return problems
 
 
 def main(argv: list[str]) -> int:
@@ -82,26 +109,13 @@ def main(argv: list[str]) -> int:
     suite = collected()
     fast = collected("-m", "not slow")
     ran = results(junit)
-    problems: list[str] = []
-    not_run = sorted(suite - ran.keys())
-    if not_run:
-        problems.append(f"{len(not_run)} collected test(s) have no result (deselected or not run):")
-        problems += [f"  {n}" for n in not_run[:20]]
-    skipped = sorted(n for n, outcome in ran.items() if outcome == "skipped")
-    if skipped:
-        problems.append(f"{len(skipped)} test(s) were skipped, so nothing runs them:")
-        problems += [f"  {n}" for n in skipped[:20]]
-    bases = {n.split("[", 1)[0] for n in suite}
-    never = sorted(name for name in written_tests() if name not in bases)
-    if never:
-        problems.append(f"{len(never)} test function(s) under tests/ are never collected "
-                        "(a file pytest does not pick up, or a name defined twice):")
-        problems += [f"  {n}" for n in never[:20]]
+    problems = audit(suite, ran, written_tests())
     failed = sum(1 for outcome in ran.values() if outcome == "failed")
+    skipped = sum(1 for outcome in ran.values() if outcome == "skipped")
     print(f"check_suite: {len(suite)} tests collected, {len(ran)} with a result ({failed} failed, "
-          f"{len(skipped)} skipped); `make test` runs {len(fast)} of them, `make test-all` all")
+          f"{skipped} skipped); `make test` runs {len(fast)} of them, `make test-all` all")
     for line in problems:
-        print(f"check_suite: {line}" if not line.startswith("  ") else line)
+        print(line if line.startswith("  ") else f"check_suite: {line}")
     return 1 if problems else 0
 
 

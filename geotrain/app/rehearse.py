@@ -170,9 +170,11 @@ def _rates(ledger: Ledger, run_id: str, samples_per_step: int) -> dict[str, floa
 
 def _mean_round(windows: Sequence) -> float:
     """The mean round of a rank's ``SYNC_ROUNDS`` windows (one per progress report) in the steady
-    state: the first window (the start-up: a new connection's TCP window still opening) and the last
-    (the run's final synchronisation) left out, as far as what is left has rounds."""
-    for steady in (windows[1:-1], windows[1:], windows):
+    state: the windows up to the first that holds a round (the start-up: a new connection's TCP window
+    still opening; a rank whose first round ends after its first report has an empty window first) and
+    the last (the run's final synchronisation) left out, as far as what is left has rounds."""
+    first = next((i for i, e in enumerate(windows) if e.detail["rounds"] > 0), 0)
+    for steady in (windows[first + 1:-1], windows[first + 1:], windows[1:], windows):
         if sum(e.detail["rounds"] for e in steady) > 0:
             break
     count = sum(e.detail["rounds"] for e in steady)
