@@ -24,12 +24,6 @@ TAG_RE = re.compile(r"^[0-9a-f]{6,8}$")
 ENDPOINT_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,39}$")
 NAME_RE = re.compile(r"^gt-([0-9a-f]{6,8})-([A-Za-z0-9][A-Za-z0-9_.-]{0,39})$")
 KILL_WAIT_S = 10.0
-# Every emulated endpoint's TCP congestion control: Linux's default, which the clouds' stock images run,
-# whatever this host's kernel defaults to. Under bbr, a long-lived stream that idles between bursts (an
-# asgd-ga push) restarts slowly: measured over a 100 ms link, a push cycle took 0.51 s where cubic took
-# 0.16 s. Where cubic is not available the host's default stays.
-TCP_CONGESTION_CONTROL = "cubic"
-_TCP_CC = Path("/proc/sys/net/ipv4/tcp_congestion_control")
 
 _CAP_NET_ADMIN = 12
 _CAP_SYS_ADMIN = 21
@@ -87,32 +81,15 @@ def exists(namespace: str) -> bool:
 
 
 def create(namespace: str) -> None:
-    """Make the namespace (named as :func:`namespace_name` names them), bring its ``lo`` up and set its
-    TCP congestion control (:data:`TCP_CONGESTION_CONTROL`)."""
+    """Make the namespace (named as :func:`namespace_name` names them) and bring its ``lo`` up."""
     if parse_name(namespace) is None:
         raise InputError(f"namespace {namespace!r} is not named gt-<tag>-<endpoint>.")
     run(["ip", "netns", "add", namespace], scope=namespace)
     try:
         run(["ip", "-n", namespace, "link", "set", "lo", "up"], scope=namespace)
-        run_inside(namespace, _set_congestion_control)
     except WanError:
         delete(namespace)
         raise
-
-
-def _set_congestion_control() -> None:
-    """Set :data:`TCP_CONGESTION_CONTROL` in the calling thread's network namespace, where the kernel has it."""
-    available = Path("/proc/sys/net/ipv4/tcp_available_congestion_control")
-    try:
-        if TCP_CONGESTION_CONTROL in available.read_text().split():
-            _TCP_CC.write_text(TCP_CONGESTION_CONTROL)
-    except OSError:
-        pass  # the host's default stays
-
-
-def congestion_control(namespace: str) -> str:
-    """The namespace's TCP congestion control (``tcp_congestion_control``)."""
-    return str(run_inside(namespace, lambda: _TCP_CC.read_text().strip()))
 
 
 def delete(namespace: str) -> bool:
