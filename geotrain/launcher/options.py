@@ -30,6 +30,7 @@ class LaunchOptions:
     max_restarts: int = 3
     block_s: float = 600.0
     replan: bool = True
+    replan_time_limit_s: float = 10.0  # each re-plan's search (survivors idle meanwhile); its best mix when cut short
     max_spend_usd: float | None = None  # for the whole run
     preemptions: PreemptionSchedule = field(default_factory=PreemptionSchedule)
     collective_timeout_s: float = 60.0

@@ -71,7 +71,7 @@ def plan_again(la: Launch, survivors: Counter) -> Replanned:
     keep = dict(survivors)
     if rule is MarketRule.ON_DEMAND:  # no slack for spot: its survivors go, on-demand ones stay
         keep = {key: n for key, n in survivors.items() if la.offers[key].market != Market.SPOT}
-    options = PlanOptions(keep=keep, blocked=blocked, frontier_points=0, time_limit_s=10,
+    options = PlanOptions(keep=keep, blocked=blocked, frontier_points=0, time_limit_s=la.options.replan_time_limit_s,
                           recovery_h=plan.recovery_h, provider=plan.provider, capacity=la.capacity())
     reasons = []
     try:
