@@ -43,7 +43,7 @@ class FakeAws:
         self.port = self._server.server_port
         self.endpoint_url = f"http://127.0.0.1:{self.port}"
         self.spot_advisor_url = f"{self.endpoint_url}/spot-advisor-data.json"
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
         self._thread.start()
 
     def __enter__(self) -> FakeAws:
