@@ -38,6 +38,7 @@ from geotrain.ledger import EventKind, Ledger
 MAX_NODES = 4  # worker processes a 2-core machine holds while the delay line forwards
 WORKLOAD = "tiny-lm"
 MICRO_PER_NODE = 2
+REHEARSAL_STEPS = 24  # each strategy's run (its first progress window, the start-up, is left out)
 RUNTIME_FIT_NAME = "geotrain runtime (no overhead beyond the transfer)"
 
 
@@ -337,9 +338,11 @@ def to_record(plan_path: str, report: RehearsalReport) -> dict:
 
 
 def rehearse_plan(plan: Plan | Path, *, minutes: float = 2.0, strategies: Sequence[str] | None = None,
+                  steps: int = REHEARSAL_STEPS,
                   on_done: Callable[[Rehearsal], None] | None = None) -> RehearsalReport:
     """The plan's topology (``scaled_nodes``) with the plan's strategy and, within ``minutes`` in all,
-    the other strategies (``strategies``: which; default all), each measured and predicted."""
+    the other strategies (``strategies``: which; default all), each measured over ``steps`` steps and
+    predicted."""
     from geotrain.planning.planfile import load_plan
     from geotrain.pricing.egress import EgressPrices
 
@@ -361,7 +364,7 @@ def rehearse_plan(plan: Plan | Path, *, minutes: float = 2.0, strategies: Sequen
         left = deadline - time.monotonic()
         if done and left < 20:
             break
-        got = rehearse_topology(nodes, link, replace(plan.sync, strategy=SyncStrategyName(s)), steps=24,
+        got = rehearse_topology(nodes, link, replace(plan.sync, strategy=SyncStrategyName(s)), steps=steps,
                                 timeout_s=max(left, 60.0))
         done.append(got)
         if on_done:

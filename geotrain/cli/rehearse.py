@@ -14,19 +14,22 @@ def rehearse(
     minutes: float = typer.Option(2.0, "--minutes", callback=finite(0.1, 600), help="Minutes the rehearsal may take in all."),
     strategies: str = typer.Option(None, "--strategies", help="Which strategies to measure, e.g. ma,asgd-ga "
                                                               "(default: the plan's, then the others while time is left)."),
+    steps: int = typer.Option(None, "--steps", min=8, max=100_000,  # fewer: too few progress windows for a round
+                              help="Steps each strategy trains (default 24; fewer: a quicker, noisier figure)."),
     as_json: bool = typer.Option(False, "--json", help="Print the results as JSON (geotrain.rehearse.v1)."),
 ) -> None:
     """Run the plan's topology on this machine over emulated links; measured vs predicted, per strategy."""
     from rich.table import Table
 
-    from geotrain.app.rehearse import rehearse_plan, to_record
+    from geotrain.app.rehearse import REHEARSAL_STEPS, rehearse_plan, to_record
 
     plan = plan_path
     out = console(err=as_json)  # beside a --json document, progress goes to stderr
     out.print(f"rehearsing {plan_path} on this machine: tiny-lm stand-in, the plan's locations over emulated links")
-    report = rehearse_plan(plan, minutes=minutes, strategies=[s.strip() for s in strategies.split(",")] if strategies
-                           else None, on_done=lambda r: out.print(f"  {r.strategy}: {r.samples_per_s:,.0f} samples/s, "
-                                                                  f"{r.round_s:.3f} s a round"))
+    wanted = [s.strip() for s in strategies.split(",")] if strategies else None
+    report = rehearse_plan(plan, minutes=minutes, strategies=wanted, steps=steps or REHEARSAL_STEPS,
+                           on_done=lambda r: out.print(f"  {r.strategy}: {r.samples_per_s:,.0f} samples/s, "
+                                                       f"{r.round_s:.3f} s a round"))
     if as_json:
         print_document("rehearse", to_record(str(plan_path), report))
         return

@@ -156,7 +156,7 @@ def _rehearse_args(request: pytest.FixtureRequest) -> list[str]:
     made = runner.invoke(app, ["plan", "--workload", "convnext-large", "--strategy", "allreduce", "--nodes",
                                "aws/use1-az1/g4dn.xlarge=1,aws/euw1-az1/g4dn.xlarge=1", "-o", str(plan)])
     assert made.exit_code == 0, made.stdout
-    return ["rehearse", str(plan), "--strategies", "allreduce", "--minutes", "0.1", "--json"]
+    return ["rehearse", str(plan), "--strategies", "allreduce", "--minutes", "0.1", "--steps", "8", "--json"]
 
 
 def _rehearse(doc: dict, result) -> None:  # noqa: ANN001
