@@ -11,7 +11,8 @@ Commands arrive as files: a caller writes ``commands/<id>.json`` (``{"argv", "en
 atomically) and sends the agent SIGUSR2; the agent starts the command with stdin from /dev/null and
 stdout and stderr appended to ``log``, then writes ``commands/<id>.started`` (``{"pid", "start_ticks"}``,
 or ``{"error"}`` if it could not start it), and ``commands/<id>.exit`` (the exit code; negative: the
-signal that ended it) once the command has ended and been reaped. Files appear whole (written to a
+signal that ended it) once the command has ended, before it is reaped: no caller sees a command gone
+without its exit code. Files appear whole (written to a
 temporary name and renamed).
 
 Signals: SIGUSR1 (the preemption notice, meant for the training workers in its group) is ignored, and
@@ -47,6 +48,8 @@ PID_FILE = "agent.pid"
 COMMANDS = "commands"
 IDLE_WAKE_S = 1.0  # the agent also looks for commands and exited children this often
 STOP_S = 2.0  # how long ending the node may take to reap what it killed
+# fault injection (tests): a pause before each exit file is written, as a loaded machine may make
+EXIT_WRITE_DELAY_S = float(os.environ.get("GEOTRAIN_FAULT_EXIT_WRITE_DELAY_S", "0"))
 
 
 def _exit(signum: int, frame: object) -> None:
@@ -83,6 +86,18 @@ def _group_members(pgid: int) -> list[int]:
     return out
 
 
+def _ended_child() -> tuple[int, int]:
+    """A child that has ended, left unreaped where the platform can (``waitid`` with ``WNOWAIT``), and
+    its exit code (negative: the signal); (0, 0) when none has. ChildProcessError: no child at all."""
+    if hasattr(os, "waitid"):
+        info = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        if info is None:
+            return 0, 0
+        return info.si_pid, info.si_status if info.si_code == os.CLD_EXITED else -info.si_status
+    pid, status = os.waitpid(-1, os.WNOHANG)  # reaped at once: the caller's waitpid finds nothing left
+    return pid, os.waitstatus_to_exitcode(status) if pid else 0
+
+
 class Agent:
     def __init__(self, node_dir: Path) -> None:
         self.node_dir = node_dir
@@ -109,10 +124,14 @@ class Agent:
 
     def reap(self) -> bool:
         """Reap every child that has ended (commands, and processes reparented to the agent); write the
-        exit codes of commands. False when the agent has no child left."""
+        exit codes of commands. False when the agent has no child left.
+
+        A command's exit code is written while it is still a zombie, and only then is it reaped: a
+        caller that finds the command gone finds its exit file too (one that looked between the reaping
+        and the write would have taken a clean exit for the node's death, ``KILLED``)."""
         while True:
             try:
-                pid, status = os.waitpid(-1, os.WNOHANG)
+                pid, code = _ended_child()
             except ChildProcessError:
                 return False
             if pid == 0:
@@ -120,8 +139,12 @@ class Agent:
             entry = self.running.pop(pid, None)
             if entry is not None:
                 command_id, proc = entry
-                proc.returncode = code = os.waitstatus_to_exitcode(status)  # reaped here, not by Popen
+                proc.returncode = code  # reaped here, not by Popen
+                if EXIT_WRITE_DELAY_S:
+                    time.sleep(EXIT_WRITE_DELAY_S)
                 _write(self.commands / f"{command_id}.exit", str(code))
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, 0)
 
     def stop(self) -> None:
         """End the node: kill every process of the group, reap them, within STOP_S."""

@@ -170,6 +170,20 @@ def test_start_gives_exactly_env_and_appends_output_to_the_log(
     assert log.read_text() == "before\nhello None\n"
 
 
+def test_a_command_that_exits_is_never_taken_for_one_its_node_killed(
+        process_harness: Harness, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The node's agent writes a command's exit code before it reaps the command: a caller that polls
+    while that write is slow (a loaded machine) sees the command running, then its exit code; never
+    gone without one, which reads as the node's death (-9)."""
+    monkeypatch.setenv("GEOTRAIN_FAULT_EXIT_WRITE_DELAY_S", "0.5")  # the agent, started below, inherits it
+    node = process_harness.provider.launch(process_harness.request(process_harness.new_run()))
+    proc = process_harness.provider.start(node.node_id, ["true"], dict(os.environ), tmp_path / "true.log")
+    deadline = time.monotonic() + 30
+    while (code := proc.poll()) is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert code == 0
+
+
 # -- failures behind the provider's back -----------------------------------------------------------
 
 
