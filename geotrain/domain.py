@@ -62,7 +62,7 @@ class SyncStrategyName(StrEnum):
 PRECISIONS = ("fp32", "fp16", "bf16", "int8")  # how parameters and gradients travel on the wire
 
 
-ASGD_GA_STREAMS = 8  # TCP streams between an asgd-ga region's server and the home server (runtime and perf model)
+WAN_STREAMS = 8  # TCP streams per pair of ranks that talk across regions (the runtime's WAN transport and the perf model)
 
 
 @dataclass(frozen=True, slots=True)

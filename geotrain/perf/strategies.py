@@ -62,18 +62,22 @@ time an upper bound)::
 
 ``local-sgd`` (model averaging every ``H`` steps; Cloudless-Training's inter-region averaging,
 DiLoCo-like): inside each region ``q`` the nodes run the all-reduce above every step; every ``H``
-steps one leader per region averages the model with the other leaders in a ring over the WAN and
-broadcasts it inside its region::
+steps one leader per region averages the model with the other leaders over the WAN and broadcasts
+it inside its region. The leaders' average goes over the runtime's WAN transport
+(``geotrain.train.sync.streams``): a butterfly in which each leader sends ``2W/R`` to each other
+leader over ``S`` = ``WAN_STREAMS`` TCP streams per pair, in two exchanges whose one-way trips add
+up to one round trip, whatever ``R``::
 
     T_step_q = max_{g∈q} mb_g / r_g + T_ring(q)          T_ring as in allreduce, over q's nodes
-    T_round  = H·max_q T_step_q + max_{q,q'} [v(R)·W·8 / bw(q,q') + (R−1)·rtt(q,q')] + max_q T_bcast(q)
+    T_wan    = max_{q,q'} [ (2W/R)·8 / bw_S(q,q') + rtt(q,q') ]
+    T_round  = H·max_q T_step_q + T_wan + max_q T_bcast(q)
     samples  = H · Σ c_g mb_g
 
 ``ma`` (Cloudless-Training's model averaging between the regions' parameter servers): the same
-steps, ring and broadcast with ``K`` pushes (one per step) a round, but the servers' average
+steps, average and broadcast with ``K`` pushes (one per step) a round, but the servers' average
 overlaps the next ``K`` steps (it is waited for one round later)::
 
-    T_round  = max(K·max_q T_step_q, max_{q,q'} [v(R)·W·8 / bw(q,q') + (R−1)·rtt(q,q')]) + max_q T_bcast(q)
+    T_round  = max(K·max_q T_step_q, T_wan) + max_q T_bcast(q)
     samples  = K · Σ c_g mb_g
 
 ``asgd-ga`` (Cloudless-Training): each region accumulates gradients for ``A`` steps, pushes them to
@@ -85,13 +89,13 @@ be faster)::
     T_cycle_q = max(A·T_step_q, 2W·8 / bw_8(q, home) + rtt(q, home))
     samples/s = Σ_q A · Σ_{g∈q} c_g mb_g / T_cycle_q
 
-where ``bw_8`` is what the runtime's 8 streams per region carry: 8 × one stream, at most the pair's
-aggregate (``LinkEstimate.streams_gbps``).
+where ``bw_8`` (``bw_S`` above) is what the runtime's ``S`` = 8 streams per pair carry: 8 × one
+stream, at most the pair's aggregate (``LinkEstimate.streams_gbps``; an on-prem site's path:
+``site_path_gbps``).
 
-The other strategies send over one stream per ring hop or leader pair (a region's ring
-crosses each region boundary once), so their link terms use the single-stream ``bw`` only; an
-on-prem site's one stream is at most its ``single_stream_gbps`` (or uplink), see
-:mod:`geotrain.perf.network`.
+allreduce and the in-region rings send over one stream per ring hop (a region's ring crosses each
+region boundary once), so their link terms use the single-stream ``bw`` only; an on-prem site's one
+stream is at most its ``single_stream_gbps`` (or uplink), see :mod:`geotrain.perf.network`.
 
 A runtime's transport can cost more round trips than the terms above count (gloo waits for the
 receiver before each send): :class:`Protocol` adds ``k_s`` round trips of the longest RTT in use to a
@@ -108,7 +112,7 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from geotrain.domain import ASGD_GA_STREAMS, CLOUD_ONPREM, Location, SyncStrategyName
+from geotrain.domain import WAN_STREAMS, CLOUD_ONPREM, Location, SyncStrategyName
 from geotrain.perf.network import LinkEstimate
 from geotrain.perf.workloads import Workload
 
@@ -269,6 +273,13 @@ def ring_pair_s(payload: float, n: int, link: LinkEstimate) -> float:
     return seconds(share(n) * payload, link.bandwidth_gbps) + (n - 1) * link.rtt_ms / 1e3
 
 
+def butterfly_pair_s(payload: float, n: int, link: LinkEstimate, *, site: bool = False) -> float:
+    """One pair of an all-reduce of ``n`` members over the runtime's WAN transport: ``2W/n`` each
+    way over the pair's ``WAN_STREAMS`` streams (``site``: one end is an on-prem site, whose path
+    they share), and one round trip (the two exchanges' one-way trips)."""
+    return seconds(2 * payload / n, link.streams_gbps(WAN_STREAMS, site=site)) + link.rtt_ms / 1e3
+
+
 @dataclass(frozen=True, slots=True)
 class Hivemind:
     fit: HivemindFit
@@ -417,7 +428,8 @@ def _region_steps(topo: Topology, payload: float) -> dict[str, tuple[float, dict
 
 
 def _averaging_cost(topo: Topology, payload: float, H: int, overlapped: bool) -> SyncCost:
-    """local-sgd (``overlapped`` False) and ma (True): H in-region steps, the leaders' ring, a broadcast."""
+    """local-sgd (``overlapped`` False) and ma (True): H in-region steps, the leaders' butterfly over
+    the WAN transport, a broadcast."""
     regions = topo.regions()
     steps = _region_steps(topo, payload)
     slowest_region = max(steps, key=lambda r: steps[r][0])
@@ -431,12 +443,17 @@ def _averaging_cost(topo: Topology, payload: float, H: int, overlapped: bool) ->
     wan, bound = 0.0, steps[slowest_region][2]
     if R > 1:
         order = sorted(leaders)
-        hops = [(leaders[order[k]], leaders[order[(k + 1) % R]]) for k in range(R)]
-        pairs = [(leaders[a], leaders[b]) for x, a in enumerate(order) for b in order[x + 1:]]
-        slowest = max(pairs, key=lambda p: ring_pair_s(payload, R, topo.link(*p)))
-        wan = ring_pair_s(payload, R, topo.link(*slowest))
-        for hop in hops:
-            sent[hop] += share(R) * payload
+        pairs = {(leaders[a], leaders[b]): CLOUD_ONPREM in (a.split("/", 1)[0], b.split("/", 1)[0])
+                 for x, a in enumerate(order) for b in order[x + 1:]}  # → one end is an on-prem site
+
+        def pair_s(p: tuple[int, int]) -> float:
+            return butterfly_pair_s(payload, R, topo.link(*p), site=pairs[p])
+
+        slowest = max(pairs, key=pair_s)
+        wan = pair_s(slowest)
+        for a, b in pairs:
+            sent[(a, b)] += 2 * payload / R
+            sent[(b, a)] += 2 * payload / R
         bound = Bottleneck("link", wan, slowest, topo.link(*slowest))
     broadcast = 0.0
     for region, members in regions.items():
@@ -483,9 +500,9 @@ class ModelAveraging:
 
 
 def asgd_push_s(payload: float, link: LinkEstimate, *, site: bool = False) -> float:
-    """Push accumulated gradients and pull parameters back: 2W over the link's ``ASGD_GA_STREAMS``
+    """Push accumulated gradients and pull parameters back: 2W over the link's ``WAN_STREAMS``
     streams (``site``: one end is an on-prem site, whose path they share), plus a round trip."""
-    return seconds(2 * payload, link.streams_gbps(ASGD_GA_STREAMS, site=site)) + link.rtt_ms / 1e3
+    return seconds(2 * payload, link.streams_gbps(WAN_STREAMS, site=site)) + link.rtt_ms / 1e3
 
 
 @dataclass(frozen=True, slots=True)

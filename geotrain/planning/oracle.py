@@ -21,8 +21,8 @@ from geotrain.domain import CLOUD_ONPREM, Location, SyncStrategyName
 from geotrain.perf.network import NetworkModel
 from geotrain.perf.workloads import Workload
 from geotrain.perf.strategies import (
-    HivemindFit, asgd_push_s, hivemind_node_egress_s, hivemind_overhead_s, hivemind_pair_s, hivemind_site_s,
-    ring_pair_s, seconds,
+    HivemindFit, asgd_push_s, butterfly_pair_s, hivemind_node_egress_s, hivemind_overhead_s, hivemind_pair_s,
+    hivemind_site_s, ring_pair_s, seconds,
 )
 from geotrain.pricing.egress import EgressPrices
 
@@ -91,8 +91,11 @@ class PerfOracle:
         w = self.payload_bytes
         if self.strategy == SyncStrategyName.HIVEMIND:
             return hivemind_pair_s(w, max(k, 2), link)
-        if self.strategy in (SyncStrategyName.ALLREDUCE, SyncStrategyName.LOCAL_SGD, SyncStrategyName.MA):
-            return ring_pair_s(w, max(k, 2), link)  # local-sgd, ma: the ring of k region leaders
+        if self.strategy == SyncStrategyName.ALLREDUCE:
+            return ring_pair_s(w, max(k, 2), link)
+        if self.strategy in (SyncStrategyName.LOCAL_SGD, SyncStrategyName.MA):
+            site = CLOUD_ONPREM in (self.places[a].cloud, self.places[b].cloud)
+            return butterfly_pair_s(w, max(k, 2), link, site=site)  # the butterfly of k region leaders
         return asgd_push_s(w, link)
 
     def broadcast_s(self, place: str) -> float:
@@ -102,7 +105,8 @@ class PerfOracle:
         """``pair_s`` for every k at once (the solver asks for whole tables); pairs over links with the
         same figures share one table."""
         link = self._link(a, b)
-        key = (link.bandwidth_gbps, link.rtt_ms, ks.start, ks.stop)
+        site = CLOUD_ONPREM in (self.places[a].cloud, self.places[b].cloud)
+        key = (link.bandwidth_gbps, link.rtt_ms, link.aggregate_gbps, site, ks.start, ks.stop)
         table = self._tables.get(key)
         if table is None:
             table = self._tables[key] = [self.pair_s(a, b, k) for k in ks]

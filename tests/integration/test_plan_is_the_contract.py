@@ -13,8 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from geotrain.domain import WAN_STREAMS
 from geotrain.ledger import EventKind, Ledger
 from geotrain.perf.workloads import WorkloadRegistry
+from geotrain.train.sync.streams import HEADER
 from tests.integration.test_launch import assert_no_orphans
 
 NODES = "aws/usw2-az1/g4dn.xlarge,aws/use1-az1/g4dn.xlarge"  # two regions, one node each
@@ -53,10 +55,12 @@ def test_the_run_trains_what_the_plan_says_and_three_commands_print_one_cost(tmp
     config = json.loads(configs[0].read_text())
     assert config["sync"] == expected and config["workload"] == "tiny-cnn" and config["micro_batches"] == 4
     # the wire: one node per region, so only the model averaging every 4 steps crosses links, in fp16:
-    # each of the two ranks sends 2(2-1)/2 = 1 copy of the parameters per averaging round
+    # each of the two ranks sends 2(2-1)/2 = 1 copy of the parameters per averaging round, as two
+    # pieces (the butterfly's two exchanges), each cut over the WAN transport's streams with a header each
     parameters = WorkloadRegistry.bundled().get("tiny-cnn").parameters
     sent = sum(b.bytes for b in ledger.link_bytes(run_id))
-    assert sent == 2 * (steps // 4) * parameters * 2
+    piece = -(-parameters // 2) * 2
+    assert sent == 2 * (steps // 4) * 2 * (piece + WAN_STREAMS * HEADER.size)
     # the same dollars from launch, status and cost-report
     (report,) = json.loads(geotrain("cost-report", run_id, "--json").stdout)["runs"]
     status = geotrain("status", run_id).stdout

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import torch
 
-from geotrain.train.sync.asgd_ga import HEADER, STREAMS, HomeServer, Pusher
+from geotrain.train.sync.asgd_ga import STREAMS, HomeServer, Pusher
 from geotrain.train.sync.base import ByteCounter, flat_parameters
+from geotrain.train.sync.streams import HEADER
 
 
 def test_pushes_over_several_streams_reach_the_home_model_whole_and_the_replies_carry_the_budget_left():

@@ -13,7 +13,9 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from geotrain.train.runtime import pick_backend
+from geotrain.domain import WAN_STREAMS
 from geotrain.train.sync import ByteCounter, DDPSync, LocalSGDSync, StepInput, parameter_bytes
+from geotrain.train.sync.streams import HEADER
 from geotrain.train.workloads import WORKLOADS
 
 pytestmark = pytest.mark.slow
@@ -54,7 +56,7 @@ def _worker(rank: int, world: int, port: int, kind: str, out: str, regions: list
     if kind == "ddp":
         sync = DDPSync(model, WORKLOAD.loss, rank, world, counter)
     else:
-        sync = LocalSGDSync(model, WORKLOAD.loss, rank, world, counter, regions, local_steps=2)
+        sync = LocalSGDSync(model, WORKLOAD.loss, rank, world, counter, regions, local_steps=2, store=store)
     mine = [j for j in range(M) if j % world == rank]
     snapshots = []
     for step in range(STEPS):
@@ -104,6 +106,11 @@ def test_local_sgd_averages_inside_regions_every_step_and_across_every_h_steps(t
     assert not torch.allclose(params[0][after_three], params[2][after_three])
     payload = parameter_bytes(WORKLOAD.build_model())
     in_region = STEPS * int(2 * (2 - 1) / 2 * payload)  # to the region peer, every step
-    across = int(2 * (4 - 1) / 4 * payload)  # one global averaging round, to the ring successor
-    assert results[0]["sent"] == {1: in_region + across}
-    assert results[1]["sent"] == {0: in_region, 2: across}
+    # one averaging round: the region's mean (an all-reduce inside it), the leaders' butterfly over the
+    # WAN transport (two pieces of half the parameters, each over its streams with a header each) and
+    # the leader's broadcast inside its region
+    parameters = sum(p.numel() for p in WORKLOAD.build_model().parameters())
+    across = 2 * (-(-parameters // 2) * 4 + WAN_STREAMS * HEADER.size)
+    assert results[0]["sent"] == {1: in_region + payload + payload, 2: across}
+    assert results[1]["sent"] == {0: in_region + payload}
+    assert results[2]["sent"] == {3: in_region + payload + payload, 0: across}

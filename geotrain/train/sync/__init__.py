@@ -31,10 +31,11 @@ def make_sync(settings: dict, *, model: nn.Module, loss_fn: Callable, rank: int,
     strategy = settings["strategy"]
     precision = settings.get("precision", "fp32")
     if strategy == "local-sgd":
-        return LocalSGDSync(model, loss_fn, rank, world, counter, regions, settings["local_steps"], precision)
+        return LocalSGDSync(model, loss_fn, rank, world, counter, regions, settings["local_steps"], precision,
+                            store=store, address=address, timeout_s=timeout_s)
     if strategy == "hivemind":
         return HivemindSync(model, loss_fn, rank, world, counter, settings["target_batch_size"], samples_per_micro,
-                            precision, make_store)
+                            precision, make_store, store=store, address=address, timeout_s=timeout_s)
     if strategy == "asgd-ga":
         return AsgdGASync(model, loss_fn, rank, world, counter, regions, settings["accumulation_steps"], precision,
                           micro_batches=micro_batches, samples_per_micro=samples_per_micro,
@@ -42,7 +43,8 @@ def make_sync(settings: dict, *, model: nn.Module, loss_fn: Callable, rank: int,
                           store=store, address=address, timeout_s=timeout_s)
     if strategy == "ma":
         return ModelAveragingSync(model, loss_fn, rank, world, counter, regions, settings["averaging_pushes"],
-                                  precision, micro_batches=micro_batches)
+                                  precision, micro_batches=micro_batches, store=store, address=address,
+                                  timeout_s=timeout_s)
     if strategy != "allreduce":
         raise ValueError(f"sync strategy {strategy!r} is not one the runtime runs")
     if deterministic:

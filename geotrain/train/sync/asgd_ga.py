@@ -32,33 +32,30 @@ Wire: updates and replies travel in the plan's precision as differences (a push 
 update since its last push; a reply the change of the home model since the last reply to that
 region), so rounding never accumulates into the parameters. A region's server and the home server
 talk over ``STREAMS`` long-lived TCP connections, each message cut into one piece per stream
-(:class:`Streams`). Bytes: ``W`` per push and ``W`` per reply between a region's server and the home
-server, plus the in-region all-reduce every step.
+(:class:`geotrain.train.sync.streams.Streams`). Bytes: ``W`` per push and ``W`` per reply between a
+region's server and the home server, plus the in-region all-reduce every step.
 """
 
 from __future__ import annotations
 
 import queue
 import socket
-import struct
 import threading
 from collections import deque
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 
 import torch
 import torch.distributed as dist
 from torch import nn
 
-from geotrain.domain import ASGD_GA_STREAMS
+from geotrain.domain import WAN_STREAMS
 from geotrain.train.sync.base import (
     ByteCounter, RegionalTraining, RoundClock, StepInput, StepResult, assign, flat_parameters, parameter_bytes,
     region_groups, wire_dtype,
 )
+from geotrain.train.sync.streams import HELLO, Streams, connect, recv_exact
 
-HEADER = struct.Struct("!qqq")  # push number, piece bytes, samples (a push: trained in it; a reply: the budget left)
-HELLO = struct.Struct("!qqq")  # a stream's first words: the region server's rank, the stream's index, the streams
-STREAMS = ASGD_GA_STREAMS  # TCP streams per region server and home server (the perf model counts as many)
+STREAMS = WAN_STREAMS  # TCP streams per region server and home server (the perf model counts as many)
 SERVER_KEY = "asgd-ga/home-server"
 
 
@@ -68,64 +65,6 @@ def home_region(regions: Sequence[str], rates: Sequence[float] | None) -> str:
     for r, region in enumerate(regions):
         power[region] = power.get(region, 0.0) + (rates[r] if rates else 1.0)
     return max(sorted(power), key=lambda q: power[q])
-
-
-def _recv_exact(sock: socket.socket, n: int) -> bytearray:
-    buf = bytearray(n)
-    view, got = memoryview(buf), 0
-    while got < n:
-        chunk = sock.recv_into(view[got:], n - got)
-        if not chunk:
-            raise ConnectionError("the parameter server's peer closed the connection")
-        got += chunk
-    return buf
-
-
-def _recv_piece(sock: socket.socket) -> tuple[int, bytearray, int]:
-    k, size, samples = HEADER.unpack(_recv_exact(sock, HEADER.size))
-    return k, _recv_exact(sock, size), samples
-
-
-class Streams:
-    """The link between a region's server and the home server over ``STREAMS`` TCP connections: a
-    message is cut into one piece per stream, and the pieces go and come on all of them at once (a
-    thread per stream). Each stream needs a window of a piece, not of the whole update, so a push
-    does not wait for one window to open over a long round trip, and a loss slows one piece."""
-
-    def __init__(self, socks: Sequence[socket.socket]) -> None:
-        self.socks = list(socks)
-        for sock in self.socks:
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.pool = ThreadPoolExecutor(len(self.socks), thread_name_prefix="asgd-ga-stream")
-
-    def send(self, k: int, tensor: torch.Tensor, samples: int) -> int:
-        """Send message ``k``; the bytes it put on the wire."""
-        data = memoryview(tensor.contiguous().view(torch.uint8).numpy())
-        n, size = len(self.socks), len(data)
-        cuts = [size * i // n for i in range(n + 1)]
-
-        def one(i: int) -> None:
-            self.socks[i].sendall(HEADER.pack(k, cuts[i + 1] - cuts[i], samples) + bytes(data[cuts[i]:cuts[i + 1]]))
-
-        list(self.pool.map(one, range(n)))
-        return n * HEADER.size + size
-
-    def recv(self, dtype: torch.dtype) -> tuple[int, torch.Tensor, int]:
-        """One message: its number, its tensor (fp32) and its sample count."""
-        pieces = list(self.pool.map(_recv_piece, self.socks))
-        numbers = {k for k, _, _ in pieces}
-        if len(numbers) != 1:
-            raise ConnectionError(f"asgd-ga: the streams of one link carry different messages {sorted(numbers)}")
-        data = bytearray().join(piece for _, piece, _ in pieces)
-        return pieces[0][0], torch.frombuffer(data, dtype=torch.uint8).view(dtype).to(torch.float32), pieces[0][2]
-
-    def close(self) -> None:
-        for sock in self.socks:
-            try:
-                sock.close()
-            except OSError:
-                pass
-        self.pool.shutdown(wait=False)
 
 
 class HomeServer:
@@ -157,7 +96,7 @@ class HomeServer:
     def _join(self, conn: socket.socket) -> None:
         """A region server's stream: once all its streams are there, serve its pushes (on this thread)."""
         try:
-            src, index, n = HELLO.unpack(_recv_exact(conn, HELLO.size))
+            src, index, n = HELLO.unpack(recv_exact(conn, HELLO.size))
         except (ConnectionError, OSError):
             conn.close()
             return
@@ -214,17 +153,7 @@ class Pusher(threading.Thread):
     def __init__(self, address: str, rank: int, home_rank: int, initial: torch.Tensor, dtype: torch.dtype,
                  counter: ByteCounter, timeout_s: float) -> None:
         super().__init__(daemon=True, name="asgd-ga-pusher")
-        host, port = address.rsplit(":", 1)
-        socks = []
-        try:
-            for index in range(STREAMS):
-                sock = socket.create_connection((host, int(port)), timeout=timeout_s)
-                socks.append(sock)
-                sock.sendall(HELLO.pack(rank, index, STREAMS))
-        except OSError:
-            for sock in socks:
-                sock.close()
-            raise
+        socks = connect(address, rank, STREAMS, timeout_s)
         self.link = Streams(socks)
         self.home_rank, self.dtype, self.counter, self.timeout_s = home_rank, dtype, counter, timeout_s
         self.home = initial.clone()  # the home model as of the last reply

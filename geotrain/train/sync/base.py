@@ -24,6 +24,8 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from geotrain.train.sync.streams import Mesh
+
 
 @dataclass
 class ByteCounter:
@@ -210,6 +212,15 @@ class RegionalTraining:
     (optional) is held while the parameters change (a parameter server's threads apply pushes too)."""
 
     lock: threading.Lock | None = None
+
+    def _leaders_mesh(self, name: str, store: object | None, address: str, timeout_s: float) -> Mesh | None:
+        """The region servers' WAN transport (``self.leaders``, set by ``region_groups``): for a rank
+        that leads its region when there are other regions; ``None`` otherwise."""
+        if self.rank != self.my_members[0] or len(self.leaders) < 2:
+            return None
+        if store is None:
+            raise ValueError(f"{name} across regions needs the run's store to connect the region servers")
+        return Mesh(name, self.rank, self.leaders, store, address, self.counter, timeout_s)
 
     def _region_step(self, inp: StepInput, optimizer: torch.optim.Optimizer, weight: float = 1.0) -> StepResult:
         """This rank's micro-batches forward and backward, the gradient averaged over the region (an

@@ -4,7 +4,9 @@ accumulated) to a shared counter, the run's rendezvous store (Hivemind's DHT). O
 together reach the target batch size ``TBS``, every peer joins one averaging round: a butterfly
 all-reduce (reduce-scatter and all-gather, each peer sends ``2W/n`` to every other peer) of the
 gradient sums, weighted by the samples each peer trained, then the same optimizer step on every
-peer. A round is one step of the runtime.
+peer. A round is one step of the runtime. The butterfly and the sum of the peers' sample counts go
+over the runtime's WAN transport (:class:`geotrain.train.sync.streams.Mesh`: several long-lived TCP
+streams per pair of peers, each piece sent as soon as it is ready), not gloo's collectives.
 
 Convergence safeguards (as in the paper's setup): the update is the mean gradient over all samples
 of the round, whoever trained them, so a slow peer counts for what it did and no sample counts
@@ -29,12 +31,12 @@ import time
 from collections.abc import Callable
 
 import torch
-import torch.distributed as dist
 from torch import nn
 
 from geotrain.train.sync.base import (
     ByteCounter, RoundClock, StepInput, StepResult, Timer, assign, flat_gradients, parameter_bytes, wire_dtype,
 )
+from geotrain.train.sync.streams import Mesh
 
 REPORT_IDLE_S = 0.0005  # how long the reporter sleeps when it has nothing new to tell
 
@@ -90,7 +92,8 @@ class HivemindSync:
 
     def __init__(self, model: nn.Module, loss_fn: Callable, rank: int, world: int, counter: ByteCounter,
                  target_batch_size: int, samples_per_micro: int, precision: str = "fp32",
-                 make_store: Callable[[], object] | None = None) -> None:
+                 make_store: Callable[[], object] | None = None, store: object | None = None,
+                 address: str = "127.0.0.1", timeout_s: float = 60.0) -> None:
         self.raw = self.model = model
         self.loss_fn = loss_fn
         self.rank, self.world, self.counter = rank, world, counter
@@ -102,9 +105,11 @@ class HivemindSync:
         self.stride = 4 * -(-target_batch_size // (world * samples_per_micro)) * world * samples_per_micro
         self.clock = RoundClock()
         self.progress: ProgressCounter | None = None
+        self.mesh: Mesh | None = None
         if world > 1:
-            if make_store is None:
+            if make_store is None or store is None:
                 raise ValueError("hivemind with more than one peer needs the run's store for its progress reports")
+            self.mesh = Mesh("hivemind", rank, range(world), store, address, counter, timeout_s)
             self.progress = ProgressCounter(make_store)
             self.progress.start()
 
@@ -137,35 +142,14 @@ class HivemindSync:
                 break
         total = local
         flat = flat_gradients(self.params)
-        if self.world > 1:
-            counts = torch.tensor([float(local)], dtype=torch.float64)
-            counted = dist.all_reduce(counts, async_op=True)
-            flat = self._butterfly(flat)
-            counted.wait()
-            total = int(counts.item())
+        if self.mesh is not None:  # the butterfly: the peers' gradient sums and sample counts
+            flat, total = self.mesh.all_reduce(flat, self.dtype, count=local)
         assign(self.params, flat * (self.tbs / total), grad=True)
         with Timer(self.clock):
             optimizer.step()
         self.clock.steps += 1
         self.clock.end()
         return StepResult(loss_sum / local, total)
-
-    def _butterfly(self, flat: torch.Tensor) -> torch.Tensor:
-        """Sum over the peers: each reduces one n-th (reduce-scatter), then sends it to all (all-gather)."""
-        n = self.world
-        size = flat.numel()
-        chunk = -(-size // n)
-        wire = torch.zeros(chunk * n, dtype=self.dtype)
-        wire[:size] = flat.to(self.dtype)
-        received = torch.empty_like(wire)
-        dist.all_to_all_single(received, wire)  # piece j of every peer goes to peer j
-        mine = received.view(n, chunk).to(torch.float32).sum(dim=0).to(self.dtype)
-        gathered = torch.empty_like(wire)
-        dist.all_to_all_single(gathered, mine.repeat(n))  # my reduced piece to every peer
-        for peer in range(n):
-            if peer != self.rank:
-                self.counter.to(peer, 2 * self.payload / n)
-        return gathered[:size].to(flat.dtype)
 
     def after_step(self, step: int, *, final: bool = False) -> bool:
         return final
@@ -176,3 +160,5 @@ class HivemindSync:
     def close(self) -> None:
         if self.progress is not None:
             self.progress.stop()
+        if self.mesh is not None:
+            self.mesh.close()

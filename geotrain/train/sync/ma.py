@@ -9,19 +9,22 @@ The average overlaps the next ``K`` steps (**bounded staleness** of one round): 
 server starts averaging its model as of ``k`` (an asynchronous all-reduce among the servers) and goes
 on training; at boundary ``k + 1`` it waits for that average and moves its model by the average's
 difference from its own model as of ``k`` (the region keeps its own progress since). After the run's
-last step the servers average once more, synchronously, so the run ends on one model.
+last step the servers average once more, synchronously, so the run ends on one model. The servers'
+average goes over the runtime's WAN transport (:class:`geotrain.train.sync.streams.Mesh`, on a thread
+of its own), not gloo's collectives.
 
 Wire: the servers send their model's change since the last agreed average, in the plan's precision
-(rounding never accumulates into the parameters). Bytes: an all-reduce ring among the servers of
-``W`` per round, the broadcast of ``W`` inside each region, and the in-region all-reduce every step.
+(rounding never accumulates into the parameters). Bytes: a butterfly all-reduce among the ``R``
+servers (``2W/R`` from each to each other) per round, the broadcast of ``W`` inside each region, and
+the in-region all-reduce every step.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 
 import torch
-import torch.distributed as dist
 from torch import nn
 
 from geotrain.train.sync.base import (
@@ -35,7 +38,8 @@ class ModelAveragingSync(RegionalTraining):
 
     def __init__(self, model: nn.Module, loss_fn: Callable, rank: int, world: int, counter: ByteCounter,
                  regions: Sequence[str], averaging_pushes: int, precision: str = "fp32", *,
-                 micro_batches: int) -> None:
+                 micro_batches: int, store: object | None = None, address: str = "127.0.0.1",
+                 timeout_s: float = 60.0) -> None:
         self.raw = self.model = model
         self.loss_fn = loss_fn
         self.rank, self.world, self.counter = rank, world, counter
@@ -49,8 +53,10 @@ class ModelAveragingSync(RegionalTraining):
         self.weight = sum(len(range(r, micro_batches, world)) for r in self.my_members) / micro_batches
         self.clock = RoundClock()
         self.agreed = flat_parameters(self.params)  # the last average every server holds
-        self.pending = None  # (work, buffer, the model as of the boundary it started at)
+        self.pending = None  # (the average under way, the model as of the boundary it started at)
         self._averaged_at = -1
+        self.mesh = self._leaders_mesh("ma", store, address, timeout_s)
+        self.averager = ThreadPoolExecutor(1, thread_name_prefix="ma-average") if self.mesh is not None else None
 
     def step(self, inp: StepInput, optimizer: torch.optim.Optimizer) -> StepResult:
         return self._region_step(inp, optimizer)
@@ -58,7 +64,7 @@ class ModelAveragingSync(RegionalTraining):
     def after_step(self, step: int, *, final: bool = False) -> bool:
         if step % self.K and not final:
             return False
-        if self.rank == self.leader and self.leader_group is not None:
+        if self.mesh is not None:
             self._land()
             self._average(wait=final)
         self._broadcast_in_region()
@@ -69,12 +75,7 @@ class ModelAveragingSync(RegionalTraining):
     def _average(self, *, wait: bool) -> None:
         """Start (or, with ``wait``, do) the weighted average of the servers' models as of now."""
         now = flat_parameters(self.params)
-        buffer = ((now - self.agreed) * self.weight).to(self.dtype)
-        work = dist.all_reduce(buffer, group=self.leader_group, async_op=True)
-        R = len(self.leaders)
-        position = self.leaders.index(self.rank)
-        self.counter.to(self.leaders[(position + 1) % R], 2 * (R - 1) / R * self.payload)
-        self.pending = (work, buffer, now)
+        self.pending = (self.averager.submit(self.mesh.all_reduce, (now - self.agreed) * self.weight, self.dtype), now)
         if wait:
             self._land(exact=True)
 
@@ -83,10 +84,10 @@ class ModelAveragingSync(RegionalTraining):
         (``exact``: nothing was trained since it started; take the average itself, the same on every server)."""
         if self.pending is None:
             return
-        work, buffer, then = self.pending
-        work.wait()
+        future, then = self.pending
         self.pending = None
-        average = self.agreed + buffer.to(torch.float32)
+        summed, _ = future.result()
+        average = self.agreed + summed
         self.agreed = average
         assign(self.params, average if exact else flat_parameters(self.params) + (average - then))
 
@@ -97,6 +98,9 @@ class ModelAveragingSync(RegionalTraining):
     def close(self) -> None:
         if self.pending is not None:
             try:
-                self.pending[0].wait()
-            except RuntimeError:
+                self.pending[0].result()
+            except (RuntimeError, ConnectionError):
                 pass
+        if self.mesh is not None:
+            self.mesh.close()
+            self.averager.shutdown(wait=False)
