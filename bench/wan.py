@@ -3,12 +3,12 @@ perf model, per topology and strategy. Needs root.
 
     .venv/bin/python bench/wan.py [--steps 24] [--only "two regions"]
 
-    .venv/bin/python bench/wan.py --write 2     # first refit the runtime's round trips (protocol.json)
+    .venv/bin/python bench/wan.py --write 3     # first refit the runtime's protocol terms (protocol.json)
 
 Topologies: one zone (2 nodes); two regions at 100 ms RTT, 200 Mbit/s (2 nodes); three continents at
-100–300 ms with 50–200 Mbit/s (3 nodes). The runtime's measured round trips per strategy
-(``geotrain.perf.strategies.Protocol``) are fitted on the two regions and checked on the three
-continents. Per strategy: measured and predicted samples/s and round
+100–300 ms with 50–200 Mbit/s (3 nodes). The runtime's measured protocol terms per strategy
+(``geotrain.perf.protocol.Protocol``: round trips, or seconds over the WAN transport) are fitted on
+the two regions and checked on the three continents. Per strategy: measured and predicted samples/s and round
 time, the model's error on the round, bytes/s per cross-region link (wire vs model), and the held-out
 loss reached (tiny-lm, the same steps). The model: geotrain.perf.strategies for these nodes at their
 measured compute rates and the emulated links (hivemind: the runtime's own fit)."""
@@ -24,7 +24,7 @@ from pathlib import Path
 
 from geotrain.app.rehearse import STRATEGIES, rehearse_topology
 from geotrain.domain import Continent, Location, SyncSettings
-from geotrain.perf.protocol import runtime_protocol
+from geotrain.perf.protocol import MESH_STRATEGIES, runtime_protocol
 from geotrain.wan import Link, privileges
 
 US = Location("aws", "us-east-1", "use1-az1", Continent.NORTH_AMERICA)
@@ -65,7 +65,7 @@ def main() -> int:
     if args.write:
         fit(args.write, args.steps, strategies)
     print("error: the measured round against the model's; 'bare': the model without the runtime's measured round "
-          f"trips (perf/data/protocol.json, fitted on {FIT_ON!r})")
+          f"trips and seconds (perf/data/protocol.json, fitted on {FIT_ON!r})")
     for name, nodes in TOPOLOGIES.items():
         if args.only and not any(part in name for part in args.only.split("|")):
             continue
@@ -97,18 +97,27 @@ def settings(strategy: str) -> SyncSettings:
 
 
 def fit(runs: int, steps: int, strategies: list[str]) -> None:
-    """k_s = (measured round − the model's round without the term) / the longest RTT, per run; the mean.
-    Only ``strategies`` are refitted; the others keep their figures."""
+    """Per run, the measured round less the model's round without the term: in seconds (``c_s``) for
+    the strategies over geotrain's WAN transport (``MESH_STRATEGIES``), in round trips of the longest
+    RTT (``k_s``) for the others (gloo's handshakes); the mean of the runs. Only ``strategies`` are
+    refitted; the others keep their figures."""
     found: dict[str, list[float]] = {}
     for strategy in strategies:
         for _ in range(runs):
             r = rehearse_topology(TOPOLOGIES[FIT_ON], link, settings(strategy), steps=steps_of(strategy, steps))
-            found.setdefault(strategy, []).append(round((r.round_s - (r.predicted_round_s - r.protocol_s)) / r.rtt_s, 2))
-        print(f"fit {strategy}: round trips {found[strategy]}", flush=True)
+            residual = r.round_s - (r.predicted_round_s - r.protocol_s)
+            found.setdefault(strategy, []).append(round(residual if strategy in MESH_STRATEGIES else residual / r.rtt_s,
+                                                        3 if strategy in MESH_STRATEGIES else 2))
+        print(f"fit {strategy}: {'seconds' if strategy in MESH_STRATEGIES else 'round trips'} {found[strategy]}",
+              flush=True)
     document = json.loads(PROTOCOL.read_text())
     document["runs"] = {FIT_ON: {**document["runs"].get(FIT_ON, {}), **found}}
     document["measured_at"] = time.strftime("%Y-%m-%d")
-    document["backends"]["gloo"]["round_trips"].update({s: round(statistics.fmean(v), 2) for s, v in found.items()})
+    gloo = document["backends"]["gloo"]
+    for s, v in found.items():
+        kind, other = ("seconds", "round_trips") if s in MESH_STRATEGIES else ("round_trips", "seconds")
+        gloo.setdefault(kind, {})[s] = round(statistics.fmean(v), 3 if kind == "seconds" else 2)
+        gloo.get(other, {}).pop(s, None)
     PROTOCOL.write_text(json.dumps(document, indent=2) + "\n")
     runtime_protocol.cache_clear()  # the report below predicts with what was just written
     print(f"wrote {PROTOCOL}", flush=True)

@@ -243,7 +243,7 @@ def _figures(ledger: Ledger, run_id: str, locations: Sequence[Location], link, s
     from geotrain.perf.model import make_strategy
     from geotrain.perf.protocol import runtime_protocol
     from geotrain.perf.network import LinkEstimate
-    from geotrain.perf.strategies import PeerGroup, Topology
+    from geotrain.perf.strategies import Hivemind, PeerGroup, Topology
     from geotrain.perf.workloads import WorkloadRegistry
     from geotrain.train.sync import parameter_bytes, wire_dtype
     from geotrain.train.workloads import WORKLOADS
@@ -288,6 +288,8 @@ def _figures(ledger: Ledger, run_id: str, locations: Sequence[Location], link, s
                                                                                                    strict=True))]
     topo = Topology(groups, estimate, lambda site: None)
     strategy = make_strategy(sync, runtime_fit())
+    if isinstance(strategy, Hivemind):  # the runtime's peers average over its WAN transport
+        strategy = replace(strategy, mesh=True)
     trained = replace(WorkloadRegistry.bundled().get(WORKLOAD), parameters=parameters)
     before = strategy.cost(topo, payload, trained).time_per_round_s
     protocol = runtime_protocol("gloo")  # the transport's measured round trips

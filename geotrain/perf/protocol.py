@@ -1,9 +1,12 @@
 """What a runtime's transport adds to a round beyond the sync strategies' terms (``perf.strategies``).
 
-gloo waits for the receiver before each send, so an all-reduce costs about 2.5 round trips where the
-ring model counts one. :class:`Protocol` adds ``k_s`` round trips of the longest RTT in use to a round,
-per strategy ``s``; :func:`runtime_protocol` reads the figures geotrain's runtime was measured at
-(``perf/data/protocol.json``, made by ``bench/wan.py --write``).
+Two kinds of cost, by how the transport works. gloo waits for the receiver before each send, so an
+all-reduce over gloo costs about 3 round trips where the ring model counts one: that grows with the
+RTT (``k_s`` round trips of the longest RTT in use). geotrain's WAN transport
+(``geotrain.train.sync.streams``) sends without waiting, so what it adds beyond the model's one round
+trip is the host's own time per round (threads, copies, the step's bookkeeping): ``c_s`` seconds, the
+same at any RTT. :class:`Protocol` adds both per strategy ``s``; :func:`runtime_protocol` reads the
+figures geotrain's runtime was measured at (``perf/data/protocol.json``, made by ``bench/wan.py --write``).
 """
 
 from __future__ import annotations
@@ -17,12 +20,16 @@ from geotrain.perf.strategies import AsgdGA, Strategy, SyncCost, Topology
 from geotrain.perf.workloads import Workload
 
 
+MESH_STRATEGIES = frozenset({"hivemind", "local-sgd", "ma"})  # average across places over geotrain's WAN transport
+
+
 @dataclass(frozen=True, slots=True)
 class Protocol:
     """What a runtime's transport adds to a round beyond the terms above: ``k_s`` round trips of the
-    longest RTT between two places in use, per strategy ``s``::
+    longest RTT between two places in use and ``c_s`` seconds, per strategy ``s``, across places::
 
-        T_round' = T_round + k_s · max_{g,h at different places} rtt(g,h),   samples/s · T_round / T_round'
+        T_round' = T_round + k_s · max_{g,h at different places} rtt(g,h) + c_s,
+        samples/s · T_round / T_round'
 
     asgd-ga, whose regions keep their own pace: ``k_s · rtt(q, home)`` in each region's push instead
     (``T_cycle_q = max(A·T_step_q, 2W·8/bw + (1 + k_s)·rtt)``).
@@ -32,9 +39,13 @@ class Protocol:
 
     name: str = "none"
     round_trips: tuple[tuple[str, float], ...] = ()  # (strategy, k_s)
+    seconds: tuple[tuple[str, float], ...] = ()  # (strategy, c_s)
 
     def of(self, strategy: str) -> float:
         return dict(self.round_trips).get(strategy, 0.0)
+
+    def seconds_of(self, strategy: str) -> float:
+        return dict(self.seconds).get(strategy, 0.0)
 
     @staticmethod
     def rtt_s(topo: Topology) -> float:
@@ -52,7 +63,8 @@ class Protocol:
 
     def applied(self, strategy: str, topo: Topology, cost: SyncCost) -> SyncCost:
         """``cost`` with the protocol's round trips added to its round."""
-        extra = self.of(strategy) * self.rtt_s(topo)
+        rtt = self.rtt_s(topo)
+        extra = self.of(strategy) * rtt + (self.seconds_of(strategy) if rtt > 0 else 0.0)
         if extra <= 0 or cost.time_per_round_s <= 0:
             return cost
         scale = cost.time_per_round_s / (cost.time_per_round_s + extra)
@@ -72,4 +84,4 @@ def runtime_protocol(backend: str = "gloo") -> Protocol:
     data = json.loads(data_text("protocol.json"))["backends"].get(backend)
     if data is None:
         return NO_PROTOCOL
-    return Protocol(backend, tuple(sorted(data["round_trips"].items())))
+    return Protocol(backend, tuple(sorted(data["round_trips"].items())), tuple(sorted(data.get("seconds", {}).items())))

@@ -282,9 +282,14 @@ def butterfly_pair_s(payload: float, n: int, link: LinkEstimate, *, site: bool =
 
 @dataclass(frozen=True, slots=True)
 class Hivemind:
+    """``mesh``: the peers average over geotrain's WAN transport (its runtime; a pair's term is
+    ``butterfly_pair_s``: one round trip, ``WAN_STREAMS`` streams) instead of Hivemind's own, whose
+    two phases Erben et al. measured (``hivemind_pair_s``: a round trip each, one stream)."""
+
     fit: HivemindFit
     target_batch_size: int
     name: SyncStrategyName = SyncStrategyName.HIVEMIND
+    mesh: bool = False
 
     def transfer(self, topo: Topology, payload: float) -> tuple[float, Bottleneck | None, dict]:
         """(T_xfer, what bounds it, bytes per round by directed group pair)."""
@@ -294,7 +299,7 @@ class Hivemind:
         bound: Bottleneck | None = None
         for i, j in topo.pairs():
             link = topo.link(i, j)
-            t = hivemind_pair_s(payload, n, link)
+            t = butterfly_pair_s(payload, n, link) if self.mesh and i != j else hivemind_pair_s(payload, n, link)
             if t > worst:
                 worst, bound = t, Bottleneck("link", t, (i, j), link)
             gi, gj = topo.groups[i], topo.groups[j]

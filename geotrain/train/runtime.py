@@ -133,16 +133,12 @@ def main(argv: list[str]) -> int:
     def fetch(position: int) -> tuple:
         return tuple(t.to(device) for t in workload.batch(config["seed"], position, m))
 
-    def new_store():  # noqa: ANN202 - a store client of its own (a strategy's thread)
-        client = dist.TCPStore(store_cfg["host"], store_cfg["port"], is_master=False, timeout=timedelta(seconds=60))
-        return dist.PrefixStore(f"{store_cfg.get('prefix', '')}/gen{generation}/", client)
-
     target = config["target_steps"]
     every = config["checkpoint_every"]
     global_samples = M * m
     sync = make_sync(config["sync"], model=model, loss_fn=workload.loss, rank=rank, world=world, counter=counter,
                      regions=regions, micro_batches=M, samples_per_micro=m, deterministic=deterministic,
-                     rates=[n.get("samples_per_s") or 1.0 for n in nodes], make_store=new_store, store=store,
+                     rates=[n.get("samples_per_s") or 1.0 for n in nodes], store=store,
                      address=os.environ.get("GEOTRAIN_NODE_ADDRESS", "127.0.0.1"),
                      timeout_s=config.get("collective_timeout_s", 60), samples_left=target * global_samples - samples)
     own_data = getattr(sync, "reads_own_data", False)

@@ -1,14 +1,16 @@
-"""The runtime's measured round trips (``geotrain.perf.protocol.Protocol``): added to the round of a
-synchronous strategy, and to each push of asgd-ga, whose home region's compute pays none."""
+"""The runtime's measured protocol terms (``geotrain.perf.protocol.Protocol``): round trips added to the
+round of a synchronous strategy and to each push of asgd-ga, whose home region's compute pays none;
+seconds added to a round of a strategy over the WAN transport, across places only."""
 
 from __future__ import annotations
 
 import pytest
 
+from geotrain.app.rehearse import runtime_fit
 from geotrain.domain import Continent, Location, link_class
 from geotrain.perf.network import LinkEstimate
 from geotrain.perf.protocol import Protocol
-from geotrain.perf.strategies import AllReduce, AsgdGA, PeerGroup, Topology
+from geotrain.perf.strategies import AllReduce, AsgdGA, Hivemind, LocalSGD, ModelAveraging, PeerGroup, Topology
 from geotrain.perf.workloads import WorkloadRegistry
 
 US = Location("aws", "us-east-1", "use1-az1", Continent.NORTH_AMERICA)
@@ -51,3 +53,31 @@ def test_a_synchronous_strategy_pays_the_round_trips_in_its_round_and_its_sample
     assert got.time_per_round_s == pytest.approx(bare.time_per_round_s + k * RTT_MS / 1e3)
     assert got.samples_per_s == pytest.approx(bare.samples_per_s * bare.time_per_round_s / got.time_per_round_s)
     assert Protocol().cost(AllReduce(), topo, W, TINY_LM) == bare  # nothing measured: no term
+
+
+def test_a_strategy_over_the_wan_transport_pays_its_seconds_across_places_and_nothing_in_one():
+    c = 0.05
+    topo = _topology(1000.0, 1000.0)
+    bare = ModelAveraging(4).cost(topo, W, TINY_LM)
+    got = Protocol("test", seconds=(("ma", c),)).cost(ModelAveraging(4), topo, W, TINY_LM)
+    assert got.time_per_round_s == pytest.approx(bare.time_per_round_s + c)  # the same at any RTT
+    assert got.samples_per_s == pytest.approx(bare.samples_per_s * bare.time_per_round_s / got.time_per_round_s)
+    one_place = Topology([PeerGroup(US, 2, 1000.0, 16)], topo._link, lambda site: None)
+    assert Protocol("test", seconds=(("ma", c),)).cost(ModelAveraging(4), one_place, W, TINY_LM) == \
+        ModelAveraging(4).cost(one_place, W, TINY_LM)
+
+
+def test_the_leaders_butterfly_is_one_round_trip_and_two_pieces_over_the_streams():
+    topo = _topology(1000.0, 1000.0)
+    got = LocalSGD(4).cost(topo, W, TINY_LM)
+    step = 16 / 1000.0
+    wan = 2 * (W / 2) * 8 / (GBPS * 1e9) + RTT_MS / 1e3  # 2W/R with R = 2 over the pair's aggregate
+    assert got.time_per_round_s == pytest.approx(4 * step + wan)
+    assert got.bytes_per_s[(0, 1)] == pytest.approx(W / got.time_per_round_s)
+
+
+def test_hivemind_over_the_runtimes_transport_counts_one_round_trip_where_hiveminds_counts_two():
+    topo = _topology(1000.0, 1000.0)
+    own = Hivemind(runtime_fit(), 256).cost(topo, W, TINY_LM)
+    mesh = Hivemind(runtime_fit(), 256, mesh=True).cost(topo, W, TINY_LM)
+    assert own.time_per_round_s - mesh.time_per_round_s == pytest.approx(RTT_MS / 1e3)  # GBPS: one stream or 8

@@ -56,9 +56,7 @@ def _worker(rank: int, world: int, port: int, strategy: str, out: str) -> None:
     counter = ByteCounter()
     sync = make_sync(_settings(strategy), model=model, loss_fn=WORKLOAD.loss, rank=rank, world=world,
                      counter=counter, regions=REGIONS[:world] if world > 1 else ["a"], micro_batches=M,
-                     samples_per_micro=m, store=store, samples_left=STEPS * M * m,
-                     make_store=lambda: dist.TCPStore("127.0.0.1", port, is_master=False,
-                                                      timeout=timedelta(seconds=60)))
+                     samples_per_micro=m, store=store, samples_left=STEPS * M * m)
     mine = [j for j in range(M) if j % world == rank]
     initial, samples = _held_out(model), 0
     step, ended = 0, False

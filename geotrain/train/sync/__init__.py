@@ -23,9 +23,8 @@ __all__ = ["AsgdGASync", "ByteCounter", "DDPSync", "DeterministicSync", "Hivemin
 
 def make_sync(settings: dict, *, model: nn.Module, loss_fn: Callable, rank: int, world: int, counter: ByteCounter,
               regions: Sequence[str], micro_batches: int, samples_per_micro: int, deterministic: bool = False,
-              rates: Sequence[float] | None = None, make_store: Callable[[], object] | None = None,
-              store: object | None = None, address: str = "127.0.0.1", timeout_s: float = 60.0,
-              samples_left: int | None = None) -> Sync:
+              rates: Sequence[float] | None = None, store: object | None = None, address: str = "127.0.0.1",
+              timeout_s: float = 60.0, samples_left: int | None = None) -> Sync:
     """The strategy of ``settings`` (the plan's sync settings as the generation file has them).
     ``samples_left``: what the run has left to train (asgd-ga across regions ends on it)."""
     strategy = settings["strategy"]
@@ -35,7 +34,7 @@ def make_sync(settings: dict, *, model: nn.Module, loss_fn: Callable, rank: int,
                             store=store, address=address, timeout_s=timeout_s)
     if strategy == "hivemind":
         return HivemindSync(model, loss_fn, rank, world, counter, settings["target_batch_size"], samples_per_micro,
-                            precision, make_store, store=store, address=address, timeout_s=timeout_s)
+                            precision, store=store, address=address, timeout_s=timeout_s)
     if strategy == "asgd-ga":
         return AsgdGASync(model, loss_fn, rank, world, counter, regions, settings["accumulation_steps"], precision,
                           micro_batches=micro_batches, samples_per_micro=samples_per_micro,

@@ -1,6 +1,6 @@
 """``hivemind``: large-batch training as Erben et al. ran it with Hivemind. Peers train at their own
-pace, each accumulating gradients over its own micro-batches, and report their progress (samples
-accumulated) to a shared counter, the run's rendezvous store (Hivemind's DHT). Once the peers
+pace, each accumulating gradients over its own micro-batches, and tell each other their progress
+(samples accumulated; Hivemind's peers tell each other through their DHT). Once the peers
 together reach the target batch size ``TBS``, every peer joins one averaging round: a butterfly
 all-reduce (reduce-scatter and all-gather, each peer sends ``2W/n`` to every other peer) of the
 gradient sums, weighted by the samples each peer trained, then the same optimizer step on every
@@ -10,14 +10,16 @@ streams per pair of peers, each piece sent as soon as it is ready), not gloo's c
 
 Convergence safeguards (as in the paper's setup): the update is the mean gradient over all samples
 of the round, whoever trained them, so a slow peer counts for what it did and no sample counts
-twice; a peer never accumulates more than ``TBS`` samples on its own (a peer that lost contact with
-the counter still ends its round); every peer applies the same averaged update, so the replicas
+twice; a peer never accumulates more than ``TBS`` samples on its own (a peer that hears nothing from
+the others still ends its round); every peer applies the same averaged update, so the replicas
 never drift apart (the parameters of all peers are equal after every round).
 
-Progress reports go through a thread with a store client of its own, so the training loop never
-waits on the store's round trip. A peer reports a micro-batch when it starts it (the others count it
-as under way) and learns that the target is reached up to one report late, so a round trains the
-target batch plus what the peers started in that time (counted: the update is weighted by it).
+Progress goes straight to the peers (:class:`PeerProgress`: one long-lived TCP stream per pair, a
+thread per peer adding up what arrives), so the training loop never waits on a round trip, and a
+peer learns of another's micro-batch one one-way trip after it started (through a store in one
+place, it took a round trip to that place). A peer tells a micro-batch when it starts it (the others
+count it as under way), so a round trains the target batch plus what the peers started before they
+heard that the target was reached (counted: the update is weighted by it).
 
 Data: round ``k``'s micro-batch ``i`` of rank ``r`` starts at sample ``k·stride + (i·n + r)·m``
 (``stride`` = ``TBS`` rounded up to ``n·m``, times four), a pure function of the round, so a resumed
@@ -26,8 +28,9 @@ run reads the samples an uninterrupted run would have read, up to the peers' pac
 
 from __future__ import annotations
 
+import socket
+import struct
 import threading
-import time
 from collections.abc import Callable
 
 import torch
@@ -36,54 +39,57 @@ from torch import nn
 from geotrain.train.sync.base import (
     ByteCounter, RoundClock, StepInput, StepResult, Timer, assign, flat_gradients, parameter_bytes, wire_dtype,
 )
-from geotrain.train.sync.streams import Mesh
+from geotrain.train.sync.streams import Mesh, recv_exact
 
-REPORT_IDLE_S = 0.0005  # how long the reporter sleeps when it has nothing new to tell
+PROGRESS = struct.Struct("!qq")  # a round, and the samples of a micro-batch a peer started in it
 
 
-class ProgressCounter(threading.Thread):
-    """The peers' shared count of samples accumulated in the current round (one store key a round)."""
+class PeerProgress:
+    """The samples the other peers started in each round, as they tell it: one TCP stream per pair of
+    peers (a :class:`Mesh` of one stream), a message per micro-batch to every other peer, a thread
+    per peer adding up what arrives. A peer that is gone tells nothing more (the butterfly says it is gone)."""
 
-    def __init__(self, make_store: Callable[[], object]) -> None:
-        super().__init__(daemon=True, name="hivemind-progress")
-        self._make_store = make_store
+    def __init__(self, rank: int, world: int, store: object, address: str, counter: ByteCounter,
+                 timeout_s: float) -> None:
+        self.mesh = Mesh("hivemind-progress", rank, range(world), store, address, counter, timeout_s, streams=1)
+        self.counter = counter
         self._lock = threading.Lock()
-        self._round = 0
-        self._pending = 0
-        self._total = 0
-        self._stop = threading.Event()
-        self.failed: BaseException | None = None
+        self._counts: dict[int, int] = {}  # round → samples the other peers started in it
+        self._socks = {p: link.socks[0] for p, link in self.mesh.links.items()}
+        for p, sock in self._socks.items():
+            sock.settimeout(None)  # quiet between rounds (a checkpoint) is no failure
+            threading.Thread(target=self._listen, args=(sock,), daemon=True, name=f"hivemind-progress-{p}").start()
 
-    def begin(self, round_index: int) -> None:
+    def tell(self, round_index: int, samples: int) -> None:
+        message = PROGRESS.pack(round_index, samples)
+        for p, sock in self._socks.items():
+            try:
+                sock.sendall(message)
+            except OSError:
+                continue
+            self.counter.to(p, len(message))
+
+    def others(self, round_index: int) -> int:
         with self._lock:
-            self._round, self._pending, self._total = round_index, 0, 0
+            return self._counts.get(round_index, 0)
 
-    def add(self, samples: int) -> None:
+    def forget(self, before: int) -> None:
+        """Drop the counts of the rounds before ``before`` (ended on every peer)."""
         with self._lock:
-            self._pending += samples
+            for k in [k for k in self._counts if k < before]:
+                del self._counts[k]
 
-    def total(self) -> int:
-        with self._lock:
-            return self._total
-
-    def run(self) -> None:
+    def _listen(self, sock: socket.socket) -> None:
         try:
-            store = self._make_store()
-            while not self._stop.is_set():
+            while True:
+                k, samples = PROGRESS.unpack(recv_exact(sock, PROGRESS.size))
                 with self._lock:
-                    k, delta = self._round, self._pending
-                    self._pending = 0
-                total = store.add(f"hivemind/round{k}", delta)
-                with self._lock:
-                    if self._round == k:
-                        self._total = max(self._total, int(total))
-                if not delta:
-                    time.sleep(REPORT_IDLE_S)
-        except BaseException as exc:  # noqa: BLE001 - the store is gone: the round still ends (see the cap)
-            self.failed = exc
+                    self._counts[k] = self._counts.get(k, 0) + samples
+        except (ConnectionError, OSError):
+            return
 
-    def stop(self) -> None:
-        self._stop.set()
+    def close(self) -> None:
+        self.mesh.close()
 
 
 class HivemindSync:
@@ -91,9 +97,8 @@ class HivemindSync:
     reads_own_data = True
 
     def __init__(self, model: nn.Module, loss_fn: Callable, rank: int, world: int, counter: ByteCounter,
-                 target_batch_size: int, samples_per_micro: int, precision: str = "fp32",
-                 make_store: Callable[[], object] | None = None, store: object | None = None,
-                 address: str = "127.0.0.1", timeout_s: float = 60.0) -> None:
+                 target_batch_size: int, samples_per_micro: int, precision: str = "fp32", *,
+                 store: object | None = None, address: str = "127.0.0.1", timeout_s: float = 60.0) -> None:
         self.raw = self.model = model
         self.loss_fn = loss_fn
         self.rank, self.world, self.counter = rank, world, counter
@@ -104,19 +109,18 @@ class HivemindSync:
         self.payload = parameter_bytes(model, self.dtype)
         self.stride = 4 * -(-target_batch_size // (world * samples_per_micro)) * world * samples_per_micro
         self.clock = RoundClock()
-        self.progress: ProgressCounter | None = None
+        self.progress: PeerProgress | None = None
         self.mesh: Mesh | None = None
         if world > 1:
-            if make_store is None or store is None:
-                raise ValueError("hivemind with more than one peer needs the run's store for its progress reports")
+            if store is None:
+                raise ValueError("hivemind with more than one peer needs the run's store to connect the peers")
             self.mesh = Mesh("hivemind", rank, range(world), store, address, counter, timeout_s)
-            self.progress = ProgressCounter(make_store)
-            self.progress.start()
+            self.progress = PeerProgress(rank, world, store, address, counter, timeout_s)
 
-    def _reached(self, local: int) -> bool:
+    def _reached(self, round_index: int, local: int) -> bool:
         if local >= self.tbs:
             return True  # alone at the target: never accumulate more than a whole round
-        return self.progress is not None and self.progress.total() >= self.tbs
+        return self.progress is not None and local + self.progress.others(round_index) >= self.tbs
 
     def step(self, inp: StepInput, optimizer: torch.optim.Optimizer) -> StepResult:
         if inp.fetch is None:
@@ -124,7 +128,7 @@ class HivemindSync:
         self.clock.begin()
         k = inp.step
         if self.progress is not None:
-            self.progress.begin(k)
+            self.progress.forget(k)
         optimizer.zero_grad(set_to_none=True)
         local, loss_sum, i = 0, 0.0, 0
         base = k * self.stride
@@ -132,13 +136,13 @@ class HivemindSync:
             x, y = inp.fetch(base + (i * self.world + self.rank) * self.m)
             i += 1
             if self.progress is not None:
-                self.progress.add(x.shape[0])  # told before it is trained: the others count it as under way
+                self.progress.tell(k, x.shape[0])  # told before it is trained: the others count it as under way
             with Timer(self.clock):
                 loss = self.loss_fn(self.model, x, y)
                 (loss * (x.shape[0] / self.tbs)).backward()  # a share of the round's mean: no overflow on the wire
             local += x.shape[0]
             loss_sum += float(loss.detach()) * x.shape[0]
-            if self._reached(local):
+            if self._reached(k, local):
                 break
         total = local
         flat = flat_gradients(self.params)
@@ -159,6 +163,6 @@ class HivemindSync:
 
     def close(self) -> None:
         if self.progress is not None:
-            self.progress.stop()
+            self.progress.close()
         if self.mesh is not None:
             self.mesh.close()
