@@ -44,7 +44,7 @@ def link(a: Location, b: Location) -> Link:
 TOPOLOGIES = {"one zone": [US, US_B], "two regions, 100 ms": [US, EU], "three continents, 100-300 ms": [US, EU, ASIA]}
 
 
-FIT_ON = "two regions, 100 ms"  # the topology the protocol's round trips are fitted on; the others check it
+FIT_ON = "two regions, 100 ms"  # the topology the protocol terms are fitted on; the others check it
 PROTOCOL = Path(__file__).resolve().parent.parent / "geotrain/perf/data/protocol.json"
 
 
@@ -54,7 +54,7 @@ def main() -> int:
     parser.add_argument("--only", default="", help="topologies whose names contain one of these ('|'-separated)")
     parser.add_argument("--strategies", default=",".join(STRATEGIES), help="comma-separated (default: all)")
     parser.add_argument("--write", type=int, default=0, metavar="RUNS",
-                        help=f"fit the runtime's round trips per strategy on {FIT_ON!r} (RUNS runs each, their mean) "
+                        help=f"fit the runtime's protocol terms per strategy on {FIT_ON!r} (RUNS runs each, their mean) "
                              "and write geotrain/perf/data/protocol.json before the other topologies")
     args = parser.parse_args()
     reason = privileges()
