@@ -65,23 +65,28 @@ def main() -> int:
     if args.write:
         fit(args.write, args.steps, strategies)
     print("error: the measured round against the model's; 'bare': the model without the runtime's measured round "
-          f"trips and seconds (perf/data/protocol.json, fitted on {FIT_ON!r})")
+          f"trips and seconds (perf/data/protocol.json, fitted on {FIT_ON!r}); 'in-run': the nodes' compute while "
+          "they trained together over alone (mean), and samples/s over the model's at that compute (not for "
+          "allreduce and hivemind, whose clocks do not time all their compute)")
     for name, nodes in TOPOLOGIES.items():
         if args.only and not any(part in name for part in args.only.split("|")):
             continue
         print(f"\n== {name} ({len(nodes)} nodes){' (the fit)' if name == FIT_ON else ''} ==")
         print(f"{'strategy':10} {'samples/s':>10} {'model':>8} {'ratio':>6} {'round s':>8} {'model':>7} {'error':>7} "
-              f"{'bare':>7} {'loss':>6}  cross-region kB/s wire (model)")
+              f"{'bare':>7} {'loss':>6} {'in-run':>10}  cross-region kB/s wire (model)")
         for strategy in strategies:
             t0 = time.perf_counter()
             r = rehearse_topology(nodes, link, settings(strategy), steps=steps_of(strategy, args.steps))
             cross = ", ".join(f"{f.src}→{f.dst} {f.bytes_per_s / 1e3:,.0f} ({f.predicted_bytes_per_s / 1e3:,.0f})"
                               for f in r.links if f.link_class != "same_zone")
             bare = r.round_s / (r.predicted_round_s - r.protocol_s) - 1
+            in_run = "-" if r.in_run_samples_per_s is None else (
+                f"{statistics.fmean(a / b for a, b in zip(r.in_run_samples_per_s, r.compute_samples_per_s)):.2f}"
+                f" {r.samples_per_s / r.predicted_in_run_samples_per_s:.2f}")
             print(f"{strategy:10} {r.samples_per_s:10,.0f} {r.predicted_samples_per_s:8,.0f} "
                   f"{r.samples_per_s / r.predicted_samples_per_s:6.2f} {r.round_s:8.3f} "
-                  f"{r.predicted_round_s:7.3f} {r.error:+7.0%} {bare:+7.0%} {r.loss:6.3f}  {cross or '-'}   "
-                  f"[{time.perf_counter() - t0:.0f} s]", flush=True)
+                  f"{r.predicted_round_s:7.3f} {r.error:+7.0%} {bare:+7.0%} {r.loss:6.3f} {in_run:>10}  "
+                  f"{cross or '-'}   [{time.perf_counter() - t0:.0f} s]", flush=True)
     return 0
 
 

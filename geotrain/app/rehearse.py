@@ -66,8 +66,15 @@ class Rehearsal:
     loss: float | None
     links: tuple[LinkFigure, ...]
     wall_s: float
-    protocol_s: float = 0.0  # what the runtime's measured round trips add to the predicted round
+    protocol_s: float = 0.0  # what the runtime's measured protocol terms add to the predicted round
     rtt_s: float = 0.0  # the longest RTT between two places in use
+    # each node's compute while the nodes trained together (its clock's compute seconds), where its clock
+    # times all of it (not allreduce with peers: DDP's backward overlaps its all-reduce; not hivemind,
+    # whose rounds train what the peers reached), and the model's samples/s at those rates: on a
+    # machine whose cores the nodes, their transport's threads and the delay line share, the compute
+    # slows down together with them, which the nodes alone do not show
+    in_run_samples_per_s: tuple[float, ...] | None = None
+    predicted_in_run_samples_per_s: float | None = None
 
     @property
     def error(self) -> float:
@@ -284,16 +291,25 @@ def _figures(ledger: Ledger, run_id: str, locations: Sequence[Location], link, s
     payload = parameter_bytes(model, wire_dtype(sync.precision))
     parameters = sum(p.numel() for p in model.parameters())
     per_rank = [len(range(r, MICRO_PER_NODE * world, world)) * m for r in range(world)]
-    groups = [PeerGroup(loc, 1, max(rate, 1e-9), per_rank[r]) for r, (loc, rate) in enumerate(zip(locations, rates,
-                                                                                                   strict=True))]
-    topo = Topology(groups, estimate, lambda site: None)
     strategy = make_strategy(sync, runtime_fit())
     if isinstance(strategy, Hivemind):  # the runtime's peers average over its WAN transport
         strategy = replace(strategy, mesh=True)
     trained = replace(WorkloadRegistry.bundled().get(WORKLOAD), parameters=parameters)
+    protocol = runtime_protocol("gloo")  # the transport's measured terms
+
+    def topology(at: Sequence[float]) -> Topology:
+        return Topology([PeerGroup(loc, 1, max(rate, 1e-9), per_rank[r])
+                         for r, (loc, rate) in enumerate(zip(locations, at, strict=True))], estimate, lambda site: None)
+
+    topo = topology(rates)
     before = strategy.cost(topo, payload, trained).time_per_round_s
-    protocol = runtime_protocol("gloo")  # the transport's measured round trips
     cost = protocol.cost(strategy, topo, payload, trained)
+    in_run = None
+    if sync.strategy not in (SyncStrategyName.ALLREDUCE, SyncStrategyName.HIVEMIND):
+        timed = {r: (sum(e.detail["steps"] for e in es), sum(e.detail["compute_s"] for e in es))
+                 for r, es in by_rank.items()}
+        if all(r in timed and timed[r][1] > 0 for r in range(world)):
+            in_run = tuple(timed[r][0] * per_rank[r] / timed[r][1] for r in range(world))
     training_s = sum(e.detail["round_s"] for e in rounds) or wall  # rank 0's rounds: the time it trained
     links = []
     for i in range(world):
@@ -306,7 +322,8 @@ def _figures(ledger: Ledger, run_id: str, locations: Sequence[Location], link, s
     loss = rows[-1].loss if rows else None
     return Rehearsal(sync.strategy.value, tuple(locations), tuple(rates), measured, cost.samples_per_s, round_s,
                      cost.time_per_round_s, count, loss, tuple(links), wall, cost.time_per_round_s - before,
-                     protocol.rtt_s(topo))
+                     protocol.rtt_s(topo), in_run, None if in_run is None else
+                     protocol.cost(strategy, topology(in_run), payload, trained).samples_per_s)
 
 
 STRATEGIES = tuple(s.value for s in SyncStrategyName)
