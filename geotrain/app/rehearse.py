@@ -57,7 +57,7 @@ class LinkFigure:
 class Rehearsal:
     strategy: str
     nodes: tuple[Location, ...]
-    compute_samples_per_s: tuple[float, ...]  # each node alone, measured
+    compute_samples_per_s: tuple[float, ...]  # each node training alone, measured (wall: the whole step)
     samples_per_s: float  # from the first progress report to the last before the end
     predicted_samples_per_s: float
     round_s: float  # rank 0's mean round between its first and last progress windows (asgd-ga: the slowest region's)
@@ -68,11 +68,12 @@ class Rehearsal:
     wall_s: float
     protocol_s: float = 0.0  # what the runtime's measured protocol terms add to the predicted round
     rtt_s: float = 0.0  # the longest RTT between two places in use
-    # each node's compute while the nodes trained together (its clock's compute seconds), where its clock
-    # times all of it (not allreduce with peers: DDP's backward overlaps its all-reduce; not hivemind,
-    # whose rounds train what the peers reached), and the model's samples/s at those rates: on a
-    # machine whose cores the nodes, their transport's threads and the delay line share, the compute
-    # slows down together with them, which the nodes alone do not show
+    # each node's compute while the nodes trained together (its clock's compute seconds; alone, the
+    # same clock's figure scaled to the node's wall rate above), where its clock times all of it (not
+    # allreduce with peers: DDP's backward overlaps its all-reduce; not hivemind, whose rounds train
+    # what the peers reached), and the model's samples/s at those rates: on a machine whose cores the
+    # nodes, their transport's threads and the delay line share, the compute slows down together with
+    # them, which the nodes alone do not show
     in_run_samples_per_s: tuple[float, ...] | None = None
     predicted_in_run_samples_per_s: float | None = None
 
@@ -120,7 +121,10 @@ def _config(run_id: str, locations: Sequence[Location], sync: SyncSettings, step
     return {"run_id": run_id, "generation": 1, "workload": WORKLOAD, "sync": sync_to_mapping(sync),
             "deterministic": False, "micro_batches": MICRO_PER_NODE * world, "lr": 0.5, "momentum": 0.9, "seed": 0,
             "target_steps": steps, "checkpoint_url": str(checkpoints), "checkpoint_every": 10**9,
-            "progress_every": max(1, steps // 5), "collective_timeout_s": 120, "store": store, "nodes": nodes,
+            # asgd-ga's regions keep their own pace: its slowest may train a tenth of the steps, and
+            # needs windows of a few steps for a steady round between its first (start-up) and its last
+            "progress_every": max(1, steps // (20 if sync.strategy is SyncStrategyName.ASGD_GA else 5)),
+            "collective_timeout_s": 120, "store": store, "nodes": nodes,
             "backend": "gloo"}
 
 
@@ -167,7 +171,27 @@ def _tail(path: Path, lines: int = 12) -> str:
 
 
 def _rates(ledger: Ledger, run_id: str, samples_per_step: int) -> dict[str, float]:
-    """Each node's compute samples/s: its steps' samples over the compute seconds its clock counted."""
+    """Each node's training rate alone: the samples of its steps after its first progress report over
+    the wall time to its last (the whole step: compute, data and the step's bookkeeping, as a benchmark
+    of the node would count it); where it reported once, its steps over its clock's compute seconds."""
+    by_node: dict[str, list] = {}
+    for e in ledger.events(run_id, kinds=(EventKind.SYNC_ROUNDS,)):
+        by_node.setdefault(e.node_id, []).append(e)
+    out = {}
+    for node, events in by_node.items():
+        events.sort(key=lambda e: e.at)
+        wall = events[-1].at - events[0].at
+        if len(events) >= 2 and wall > 0:
+            out[node] = sum(e.detail["steps"] for e in events[1:]) * samples_per_step / wall
+        else:
+            compute = sum(e.detail["compute_s"] for e in events)
+            if compute > 0:
+                out[node] = sum(e.detail["steps"] for e in events) * samples_per_step / compute
+    return out
+
+
+def _compute_rates(ledger: Ledger, run_id: str, samples_per_step: int) -> dict[str, float]:
+    """Each node's compute rate: its steps' samples over the compute seconds its clock counted."""
     steps: dict[str, float] = {}
     compute: dict[str, float] = {}
     for e in ledger.events(run_id, kinds=(EventKind.SYNC_ROUNDS,)):
@@ -229,6 +253,7 @@ def rehearse_topology(locations: Sequence[Location], link: Callable[[Location, L
             _run_workers(network, names, solo, [(0, 1)] * world, home, timeout_s)
             ledger = Ledger(home / "ledger.sqlite")
             rates = _rates(ledger, f"solo-{secret}", MICRO_PER_NODE * m)
+            solo_compute = _compute_rates(ledger, f"solo-{secret}", MICRO_PER_NODE * m)
             # 2. the strategy
             run_id = f"rehearsal-{secret}"
             config = _config(run_id, locations, sync, steps, {**where, "prefix": f"{secret}/run"}, home / "ck",
@@ -240,11 +265,13 @@ def rehearse_topology(locations: Sequence[Location], link: Callable[[Location, L
             sent = {k: v - before.get(k, 0) for k, v in network.wire_bytes().items()}
         finally:
             network.close()
-        return _figures(ledger, run_id, locations, link, sync, [rates.get(n, 0.0) for n in names], sent, wall)
+        return _figures(ledger, run_id, locations, link, sync, [rates.get(n, 0.0) for n in names], sent, wall,
+                        [solo_compute.get(n, 0.0) for n in names])
 
 
 def _figures(ledger: Ledger, run_id: str, locations: Sequence[Location], link, sync: SyncSettings,  # noqa: ANN001
-             rates: list[float], sent: dict[tuple[str, str], int], wall: float) -> Rehearsal:
+             rates: list[float], sent: dict[tuple[str, str], int], wall: float,
+             solo_compute: list[float] | None = None) -> Rehearsal:
     import torch
 
     from geotrain.perf.model import make_strategy
@@ -308,8 +335,9 @@ def _figures(ledger: Ledger, run_id: str, locations: Sequence[Location], link, s
     if sync.strategy not in (SyncStrategyName.ALLREDUCE, SyncStrategyName.HIVEMIND):
         timed = {r: (sum(e.detail["steps"] for e in es), sum(e.detail["compute_s"] for e in es))
                  for r, es in by_rank.items()}
-        if all(r in timed and timed[r][1] > 0 for r in range(world)):
-            in_run = tuple(timed[r][0] * per_rank[r] / timed[r][1] for r in range(world))
+        if solo_compute and all(r in timed and timed[r][1] > 0 and solo_compute[r] > 0 for r in range(world)):
+            in_run = tuple(rates[r] * (timed[r][0] * per_rank[r] / timed[r][1]) / solo_compute[r]
+                           for r in range(world))
     training_s = sum(e.detail["round_s"] for e in rounds) or wall  # rank 0's rounds: the time it trained
     links = []
     for i in range(world):
