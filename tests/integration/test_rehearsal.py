@@ -4,8 +4,9 @@ same nodes at their measured compute rates, with what geotrain's runtime costs b
 terms (``perf/data/protocol.json``: fitted by ``bench/wan.py --write`` at 200 Mbit/s; round trips for
 allreduce over gloo and asgd-ga's pushes, seconds for the strategies over the runtime's WAN transport).
 
-Stated tolerance: the measured round is within 0.7× to 1.4× the model's (the bench's figures are in
-the README; this test runs 16 steps a strategy, where the bench runs 24 to 72). Needs root; skipped
+Stated tolerance: the measured round is within 0.8× to 1.25× the model's (it was 0.7× to 1.4× before
+the WAN transport; measured when written, two runs of each strategy: 0.92–1.04×; the bench's figures
+are in the README; this test runs 16 steps a strategy, 96 for asgd-ga). Needs root; skipped
 otherwise (CI runs as root)."""
 
 from __future__ import annotations
@@ -41,6 +42,6 @@ def test_each_strategys_round_over_a_shaped_link_is_the_models_within_the_tolera
     assert got.rounds >= 4 and all(rate > 0 for rate in got.compute_samples_per_s)
     assert got.round_s >= RTT_MS / 1e3  # every round waits on the link at least once
     ratio = got.round_s / got.predicted_round_s
-    assert 0.7 <= ratio <= 1.4, f"{strategy}: measured {got.round_s:.3f} s a round, model {got.predicted_round_s:.3f} s"
+    assert 0.8 <= ratio <= 1.25, f"{strategy}: measured {got.round_s:.3f} s a round, model {got.predicted_round_s:.3f} s"
     crossing = [link for link in got.links if link.link_class == "cross_continent"]
     assert len(crossing) == 2 and all(link.bytes_per_s > 0 for link in crossing)
