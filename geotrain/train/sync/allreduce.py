@@ -18,6 +18,7 @@ of pieces of ``b`` bytes sends ``(n−1)·b`` to the successor.
 from __future__ import annotations
 
 import contextlib
+import gc
 from collections.abc import Callable
 
 import torch
@@ -89,7 +90,13 @@ class DDPSync:
         return True  # every rank holds the same model after every step
 
     def close(self) -> None:
-        pass
+        # the DDP wrapper goes while the interpreter is whole: its reducer holds the process group and
+        # the comm hook's futures, which hold Python callbacks; freed only at the interpreter's
+        # finalization, gloo's threads took a dying interpreter's GIL and the worker aborted (SIGABRT)
+        # after it had trained (3 of 18 three-node rehearsals whose nodes were held to CPU shares)
+        if self.model is not self.raw:
+            self.model = self.raw
+            gc.collect()
 
 
 class DeterministicSync:
