@@ -7,8 +7,11 @@ sync strategy and knobs, and trains the built-in ``tiny-lm`` with the real runti
 model's RTT and single-stream bandwidth for their locations (``geotrain.wan``; bandwidth capped at
 what the delay line forwards). Two phases:
 
-1. **compute**: every node trains alone, all at once (the same CPU contention as the rehearsal), which
-   gives each node's samples/s on this machine;
+1. **compute**: every node trains alone, all at once, which gives each node's samples/s on this
+   machine. Each node's processes are held to an equal share of the cores (``geotrain.wan.cpu``,
+   where the machine lets control groups be made; ``cores_per_node`` says which), so that a node
+   computes as fast alone as with the others, whether they compute or wait on the network, as
+   separate machines do;
 2. **the strategy**: the nodes train together; rounds, their seconds, samples/s, the wire's bytes per
    link and the loss come from the run's own ledger and the kernel's counters.
 
@@ -30,14 +33,19 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from geotrain.domain import Location, Plan, SyncSettings, SyncStrategyName, link_class
 from geotrain.errors import InputError
 from geotrain.ledger import EventKind, Ledger
 
+if TYPE_CHECKING:
+    from geotrain.wan.cpu import CpuShares
+
 MAX_NODES = 4  # worker processes a 2-core machine holds while the delay line forwards
 WORKLOAD = "tiny-lm"
 MICRO_PER_NODE = 2
+SOLO_STEPS = 96  # the least steps a node trains alone for its rate (a few seconds of tiny-lm)
 REHEARSAL_STEPS = 24  # each strategy's run (its first progress window, the start-up, is left out)
 RUNTIME_FIT_NAME = "geotrain runtime (no overhead beyond the transfer)"
 
@@ -76,6 +84,7 @@ class Rehearsal:
     # them, which the nodes alone do not show
     in_run_samples_per_s: tuple[float, ...] | None = None
     predicted_in_run_samples_per_s: float | None = None
+    cores_per_node: float | None = None  # each node's CPU share (geotrain.wan.cpu); None: unshared
 
     @property
     def error(self) -> float:
@@ -129,8 +138,9 @@ def _config(run_id: str, locations: Sequence[Location], sync: SyncSettings, step
 
 
 def _run_workers(network, names: Sequence[str], configs: Sequence[Path], worlds: Sequence[tuple[int, int]],
-                 home: Path, timeout_s: float) -> float:  # noqa: ANN001
-    """Start one runtime worker per name in its namespace; wait for all; the wall seconds."""
+                 home: Path, timeout_s: float, shares: CpuShares | None = None) -> float:  # noqa: ANN001
+    """Start one runtime worker per name in its namespace (and its CPU share, where there are shares);
+    wait for all; the wall seconds."""
     procs = []
     started = time.perf_counter()
     try:
@@ -141,6 +151,8 @@ def _run_workers(network, names: Sequence[str], configs: Sequence[Path], worlds:
             log = open(home / f"{config.stem}-{name}.log", "wb")  # noqa: SIM115 - closed with the process
             procs.append((subprocess.Popen([*network.prefix(name), sys.executable, "-m", "geotrain.train.runtime",
                                             str(config)], env=env, stdout=log, stderr=subprocess.STDOUT), log))
+            if shares is not None:  # `ip netns exec` execs in place: the pid is the worker's
+                shares.add(name, procs[-1][0].pid)
         deadline = time.monotonic() + timeout_s
         for (proc, log), name in zip(procs, names, strict=True):
             left = deadline - time.monotonic()
@@ -191,22 +203,35 @@ def _rates(ledger: Ledger, run_id: str, samples_per_step: int) -> dict[str, floa
 
 
 def _compute_rates(ledger: Ledger, run_id: str, samples_per_step: int) -> dict[str, float]:
-    """Each node's compute rate: its steps' samples over the compute seconds its clock counted."""
-    steps: dict[str, float] = {}
-    compute: dict[str, float] = {}
+    """Each node's compute rate: its steps' samples over the compute seconds its clock counted, after its
+    first progress window (the start-up: the first steps build what later steps reuse) where it has more."""
+    by_node: dict[str, list] = {}
     for e in ledger.events(run_id, kinds=(EventKind.SYNC_ROUNDS,)):
-        steps[e.node_id] = steps.get(e.node_id, 0) + e.detail["steps"]
-        compute[e.node_id] = compute.get(e.node_id, 0) + e.detail["compute_s"]
-    return {n: steps[n] * samples_per_step / compute[n] for n in steps if compute[n] > 0}
+        by_node.setdefault(e.node_id, []).append(e)
+    out = {}
+    for node, events in by_node.items():
+        events.sort(key=lambda e: e.at)
+        steady = events[1:] if len(events) >= 2 else events
+        compute = sum(e.detail["compute_s"] for e in steady)
+        if compute > 0:
+            out[node] = sum(e.detail["steps"] for e in steady) * samples_per_step / compute
+    return out
 
 
-def _mean_round(windows: Sequence) -> float:
+def _mean_round(windows: Sequence, startup_rounds: int = 1) -> float:
     """The mean round of a rank's ``SYNC_ROUNDS`` windows (one per progress report) in the steady
-    state: the windows up to the first that holds a round (the start-up: a new connection's TCP window
-    still opening; a rank whose first round ends after its first report has an empty window first) and
-    the last (the run's final synchronisation) left out, as far as what is left has rounds."""
-    first = next((i for i, e in enumerate(windows) if e.detail["rounds"] > 0), 0)
-    for steady in (windows[first + 1:-1], windows[first + 1:], windows[1:], windows):
+    state: the windows up to the one that holds its ``startup_rounds``-th round (the start-up: the
+    nodes' first rounds wait for the last node to start, a new connection's TCP window still opens; a
+    rank whose first round ends after its first report has an empty window first; ma's first average
+    is waited for one round later, so its start-up is two rounds) and the last (the run's final
+    synchronisation) left out, as far as what is left has rounds."""
+    cut, seen = len(windows), 0
+    for i, e in enumerate(windows):
+        seen += e.detail["rounds"]
+        if seen >= startup_rounds:
+            cut = i + 1
+            break
+    for steady in (windows[cut:-1], windows[cut:], windows[1:], windows):
         if sum(e.detail["rounds"] for e in steady) > 0:
             break
     count = sum(e.detail["rounds"] for e in steady)
@@ -222,6 +247,7 @@ def rehearse_topology(locations: Sequence[Location], link: Callable[[Location, L
     from geotrain.launcher.workers import open_store
     from geotrain.providers.netns import EmulatedNetwork
     from geotrain.wan import privileges
+    from geotrain.wan.cpu import CpuShares, cores_per_node, cpu_shares
 
     reason = privileges()
     if reason is not None:
@@ -234,14 +260,22 @@ def rehearse_topology(locations: Sequence[Location], link: Callable[[Location, L
     with tempfile.TemporaryDirectory(prefix="geotrain-rehearsal-") as tmp:
         home = Path(tmp)
         network = EmulatedNetwork(link, locations[0])
+        shares = None
         try:
             for name, loc in zip(names, locations, strict=True):
                 network.attach(name, loc)
+            # each node held to its share of the cores, alone as together: a node's compute rate is
+            # then its own, as on separate machines, not what the others leave it
+            made = cpu_shares(network.tag, names, cores_per_node(world))
+            shares = made if isinstance(made, CpuShares) else None
             store = open_store(dist, True, network)
             secret = secrets.token_hex(8)
             where = {"host": network.coordinator().address, "port": store.port}
-            # 1. compute: every node alone, all at once
-            solo_steps = max(8, steps // 4)
+            # 1. compute: every node alone, all at once (each in its CPU share)
+            # at least SOLO_STEPS steps, in windows of several steps (a window per step, each with its
+            # ledger writes, made the nodes slower alone than together; 8-24 steps, a fraction of a
+            # second, varied by ±15 % from one rehearsal to the next)
+            solo_steps = max(steps, SOLO_STEPS)
             solo = []
             for r, name in enumerate(names):
                 config = _config(f"solo-{secret}", [locations[r]], replace(sync, strategy=SyncStrategyName.ALLREDUCE),
@@ -250,7 +284,7 @@ def rehearse_topology(locations: Sequence[Location], link: Callable[[Location, L
                 path = home / f"solo{r}.json"
                 path.write_text(json.dumps(config))
                 solo.append(path)
-            _run_workers(network, names, solo, [(0, 1)] * world, home, timeout_s)
+            _run_workers(network, names, solo, [(0, 1)] * world, home, timeout_s, shares)
             ledger = Ledger(home / "ledger.sqlite")
             rates = _rates(ledger, f"solo-{secret}", MICRO_PER_NODE * m)
             solo_compute = _compute_rates(ledger, f"solo-{secret}", MICRO_PER_NODE * m)
@@ -261,17 +295,20 @@ def rehearse_topology(locations: Sequence[Location], link: Callable[[Location, L
             path = home / "run.json"
             path.write_text(json.dumps(config))
             before = network.wire_bytes()
-            wall = _run_workers(network, names, [path] * world, [(r, world) for r in range(world)], home, timeout_s)
+            wall = _run_workers(network, names, [path] * world, [(r, world) for r in range(world)], home, timeout_s,
+                                shares)
             sent = {k: v - before.get(k, 0) for k, v in network.wire_bytes().items()}
         finally:
             network.close()
+            if shares is not None:
+                shares.close()
         return _figures(ledger, run_id, locations, link, sync, [rates.get(n, 0.0) for n in names], sent, wall,
-                        [solo_compute.get(n, 0.0) for n in names])
+                        [solo_compute.get(n, 0.0) for n in names], shares.cores if shares is not None else None)
 
 
 def _figures(ledger: Ledger, run_id: str, locations: Sequence[Location], link, sync: SyncSettings,  # noqa: ANN001
              rates: list[float], sent: dict[tuple[str, str], int], wall: float,
-             solo_compute: list[float] | None = None) -> Rehearsal:
+             solo_compute: list[float] | None = None, cores_per_node: float | None = None) -> Rehearsal:
     import torch
 
     from geotrain.perf.model import make_strategy
@@ -288,10 +325,14 @@ def _figures(ledger: Ledger, run_id: str, locations: Sequence[Location], link, s
     rows = ledger.progress_rows(run_id)
     # samples/s while training: from the first progress report to the last before the run's end (the
     # start-up and the final synchronisation left out: asgd-ga's home waits there for the other
-    # regions' last pushes; the model predicts the steady state)
+    # regions' last pushes; the model predicts the steady state); ma's start-up is two rounds (its
+    # first average is waited for one round later): from the first report after them
     end = rows[-2] if len(rows) >= 3 else rows[-1] if rows else None
-    if end is not None and end.at > rows[0].at:
-        measured = (end.samples - rows[0].samples) / (end.at - rows[0].at)
+    startup_steps = 2 * sync.averaging_pushes if sync.strategy is SyncStrategyName.MA else 0
+    start = next((r for r in rows if r.step >= startup_steps and end is not None and r.at < end.at),
+                 rows[0] if rows else None)
+    if end is not None and end.at > start.at:
+        measured = (end.samples - start.samples) / (end.at - start.at)
     else:
         measured = rows[-1].samples / wall if rows else 0.0
     # the round: rank 0's mean; asgd-ga's regions keep their own pace, and the model's round is its
@@ -304,7 +345,7 @@ def _figures(ledger: Ledger, run_id: str, locations: Sequence[Location], link, s
     if sync.strategy is SyncStrategyName.ASGD_GA:
         timed = max(by_rank.values(), default=[], key=lambda es: _mean_round(es))
     count = sum(e.detail["rounds"] for e in timed)
-    round_s = _mean_round(timed)
+    round_s = _mean_round(timed, 2 if sync.strategy is SyncStrategyName.MA else 1)
 
     def estimate(a: Location, b: Location) -> LinkEstimate:
         figure = link(a, b)
@@ -351,7 +392,7 @@ def _figures(ledger: Ledger, run_id: str, locations: Sequence[Location], link, s
     return Rehearsal(sync.strategy.value, tuple(locations), tuple(rates), measured, cost.samples_per_s, round_s,
                      cost.time_per_round_s, count, loss, tuple(links), wall, cost.time_per_round_s - before,
                      protocol.rtt_s(topo), in_run, None if in_run is None else
-                     protocol.cost(strategy, topology(in_run), payload, trained).samples_per_s)
+                     protocol.cost(strategy, topology(in_run), payload, trained).samples_per_s, cores_per_node)
 
 
 STRATEGIES = tuple(s.value for s in SyncStrategyName)
@@ -374,7 +415,7 @@ def to_record(plan_path: str, report: RehearsalReport) -> dict:
             "round_s": r.round_s, "predicted_round_s": r.predicted_round_s,
             "error": r.error if r.predicted_round_s > 0 else None, "rounds": r.rounds, "loss": r.loss,
             "wall_s": r.wall_s, "egress_usd_per_hour": report.egress_usd_per_hour.get(r.strategy),
-            "compute_samples_per_s": list(r.compute_samples_per_s),
+            "compute_samples_per_s": list(r.compute_samples_per_s), "cores_per_node": r.cores_per_node,
             "nodes": [{"cloud": n.cloud, "region": n.region, "zone": n.zone} for n in r.nodes],
             "links": [{"src": f.src, "dst": f.dst, "link_class": f.link_class, "rtt_ms": f.rtt_ms,
                        "rate_mbit": f.rate_mbit, "bytes_per_s": f.bytes_per_s,

@@ -44,5 +44,13 @@ def rehearse(
     out.print("the model: the perf model for these nodes at their measured compute rates and the emulated links "
               "(hivemind: the runtime's own fit), with the round trips the runtime was measured to cost on gloo "
               "(perf/data/protocol.json); egress $/h at the measured bytes and the clouds' rates")
+    shares = {r.cores_per_node for r in report.rehearsals}
+    if shares and None not in shares:
+        out.print(f"each node was held to {min(shares):.2f} of this machine's cores (its compute rate alone holds "
+                  "while the others train: a CPU control group per node)")
+    else:
+        out.print("the nodes shared this machine's cores unheld (no CPU control group could be made here): a node "
+                  "computes faster while others wait on the network than alone, and the model's rates are the "
+                  "nodes' alone")
     if report.suggestion:
         out.print(f"suggestion: {report.suggestion}")

@@ -165,6 +165,9 @@ def _rehearse(doc: dict, result) -> None:  # noqa: ANN001
     assert one["round_s"] > 0 and one["predicted_round_s"] > 0
     assert one["error"] == pytest.approx(one["round_s"] / one["predicted_round_s"] - 1)
     assert [n["region"] for n in one["nodes"]] == ["us-east-1", "eu-west-1"]
+    from geotrain.wan.cpu import cores_per_node
+
+    assert one["cores_per_node"] == pytest.approx(cores_per_node(2))  # each node held to its share of the cores
     assert any(link["link_class"] == "cross_continent" and link["bytes_per_s"] > 0 for link in one["links"])
     assert "rehearsing" in result.stderr  # progress beside the document goes to stderr
 

@@ -40,6 +40,7 @@ def test_each_strategys_round_over_a_shaped_link_is_the_models_within_the_tolera
     # two windows, and its round was the start-up's or the end's
     got = rehearse_topology([EAST, EUROPE], _link, sync, steps=96 if strategy == "asgd-ga" else 16)
     assert got.rounds >= 4 and all(rate > 0 for rate in got.compute_samples_per_s)
+    assert got.cores_per_node is not None  # each node held to its share of the cores (geotrain.wan.cpu)
     assert got.round_s >= RTT_MS / 1e3  # every round waits on the link at least once
     ratio = got.round_s / got.predicted_round_s
     assert 0.8 <= ratio <= 1.25, f"{strategy}: measured {got.round_s:.3f} s a round, model {got.predicted_round_s:.3f} s"

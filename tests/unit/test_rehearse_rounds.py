@@ -27,3 +27,12 @@ def test_with_too_few_windows_what_has_rounds_is_used():
     assert _mean_round(windows((2, 0.25), (2, 1.0))) == pytest.approx(0.5)
     assert _mean_round(windows((3, 0.3))) == pytest.approx(0.1)
     assert _mean_round(windows((0, 0.0))) != _mean_round(windows((0, 0.0)))  # nan: no round at all
+
+
+def test_mas_start_up_is_two_rounds():
+    # ma's first average is waited for one round later: the second round carries the start-up's wait
+    got = windows((1, 0.35), (1, 0.59), (1, 0.32), (1, 0.33), (1, 0.44))
+    assert _mean_round(got, startup_rounds=2) == pytest.approx(0.325)
+    assert _mean_round(got) == pytest.approx((0.59 + 0.32 + 0.33) / 3)
+    # windows of several rounds: the start-up's rounds may share the first window
+    assert _mean_round(windows((2, 0.9), (2, 0.64), (2, 0.8)), startup_rounds=2) == pytest.approx(0.32)
