@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import dataclass
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from geotrain.wan.namespaces import check_tag
@@ -121,3 +121,22 @@ def cpu_shares(tag: str, nodes: Sequence[str], cores: float) -> CpuShares | str:
         shares.close()
         return f"cannot make cpu control groups under {root}: {exc.strerror or exc}"
     return shares
+
+
+def remove_groups(tags: Iterable[str] | None = None) -> list[str]:
+    """Remove the control groups of the runs ``tags`` (None: of every run) whose processes are gone,
+    as ``geotrain cleanup`` does after a crash; returns the folders removed."""
+    found = _controller()
+    if isinstance(found, str):
+        return []
+    root, version = found
+    wanted = None if tags is None else {f"geotrain-{t}" for t in tags}
+    removed = []
+    for folder in sorted(root.glob("geotrain-*/")):
+        if wanted is not None and folder.name not in wanted:
+            continue
+        CpuShares(folder, version, 0.0).close()
+        if not folder.exists():
+            removed.append(str(folder))
+    return removed
+

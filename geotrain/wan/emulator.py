@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from geotrain.errors import InputError, NotFoundError
-from geotrain.wan import addresses, namespaces, shaping, state
+from geotrain.wan import addresses, cpu, namespaces, shaping, state
 from geotrain.wan.delayline_client import DelayLineClient, find_delaylines, kill_process
 from geotrain.wan.system import WanError
 from geotrain.wan.tun import DEFAULT_MTU_BYTES
@@ -305,9 +305,10 @@ class EmulatedWan:
 
 
 def cleanup(state_dir: Path | None = None, *, everything: bool = False) -> list[str]:
-    """Remove the namespaces and delay lines of runs whose owner process is dead (recorded under
-    ``state_dir``); with ``everything``, every ``gt-<tag>-*`` namespace and delay line there is, live
-    owner or not. Returns what was removed: namespace names and ``delay line <pid>`` entries."""
+    """Remove the namespaces, delay lines and CPU control groups (``geotrain.wan.cpu``) of runs whose
+    owner process is dead (recorded under ``state_dir``); with ``everything``, every ``gt-<tag>-*``
+    namespace, delay line and ``geotrain-<tag>`` control group there is, live owner or not. Returns what
+    was removed: namespace names, ``delay line <pid>`` and ``cpu group <folder>`` entries."""
     state_dir = Path(state_dir) if state_dir is not None else state.default_state_dir()
     removed: list[str] = []
     tags = set()
@@ -332,6 +333,7 @@ def cleanup(state_dir: Path | None = None, *, everything: bool = False) -> list[
             namespaces.kill_all(namespace)
             if namespaces.delete(namespace):
                 removed.append(namespace)
+    removed += [f"cpu group {folder}" for folder in cpu.remove_groups(None if everything else tags)]
     for tag in sorted(tags):
         state.forget(state_dir, tag)
     return removed

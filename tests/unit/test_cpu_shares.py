@@ -48,3 +48,18 @@ def test_a_node_gets_its_quota_and_the_groups_go_with_close():
     # the interpreter's start-up runs before the move: a little above the quota at most
     assert all(0.15 < u < 0.45 for u in used), used
     assert not shares.folder.exists()
+
+
+def test_cleanup_removes_a_crashed_runs_groups_and_no_other():
+    from geotrain.wan.cpu import remove_groups
+
+    crashed, live = new_tag(), new_tag()
+    left = cpu_shares(crashed, ["a"], 0.5)
+    kept = cpu_shares(live, ["a"], 0.5)
+    assert isinstance(left, CpuShares) and isinstance(kept, CpuShares)
+    try:
+        assert remove_groups([crashed]) == [str(left.folder)]
+        assert not left.folder.exists() and (kept.folder / "a").is_dir()
+    finally:
+        kept.close()
+        left.close()
