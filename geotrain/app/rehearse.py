@@ -326,11 +326,16 @@ def _figures(ledger: Ledger, run_id: str, locations: Sequence[Location], link, s
     # samples/s while training: from the first progress report to the last before the run's end (the
     # start-up and the final synchronisation left out: asgd-ga's home waits there for the other
     # regions' last pushes; the model predicts the steady state); ma's start-up is two rounds (its
-    # first average is waited for one round later): from the first report after them
+    # first average is waited for one round later): from the first report after them; and
+    # regions that start late (asgd-ga's link-bound ones began 0.3-0.6 s after its home on three
+    # continents) are not training yet: from the first report after every rank's first window
     end = rows[-2] if len(rows) >= 3 else rows[-1] if rows else None
     startup_steps = 2 * sync.averaging_pushes if sync.strategy is SyncStrategyName.MA else 0
-    start = next((r for r in rows if r.step >= startup_steps and end is not None and r.at < end.at),
-                 rows[0] if rows else None)
+    windows = ledger.events(run_id, kinds=(EventKind.SYNC_ROUNDS,))
+    started = max((min(e.at for e in windows if e.node_id == n) for n in {e.node_id for e in windows}),
+                  default=float("-inf"))
+    start = next((r for r in rows if r.step >= startup_steps and r.at >= started and end is not None
+                  and r.at < end.at), rows[0] if rows else None)
     if end is not None and end.at > start.at:
         measured = (end.samples - start.samples) / (end.at - start.at)
     else:
