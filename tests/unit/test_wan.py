@@ -199,6 +199,11 @@ def test_throughput_and_tc_counters_follow_the_rate(wan: EmulatedWan, probe: Pat
     assert payload <= forward <= payload * 1.1
     assert reverse <= payload * 0.05
     assert wan.device_bytes("a").tx_bytes >= forward
+    # the connection's last packet (its FIN, 52 bytes) may still be in the delay line (10 ms one way)
+    # when the transfer returns: what htb counted reaches b's device a one-way trip later
+    deadline = time.monotonic() + 2.0
+    while wan.device_bytes("b").rx_bytes < forward and time.monotonic() < deadline:
+        time.sleep(0.01)
     assert wan.device_bytes("b").rx_bytes >= forward
 
 
