@@ -4,8 +4,9 @@ the same model, and the bytes it counts follow its algorithm.
 
 Convergence tolerance: a strategy must achieve at least 75 % of the single-process run's loss
 reduction (held-out batch, same number of samples, same learning rate). Measured when written:
-allreduce and local-sgd 100 %, hivemind 100 % (on 5–10 % more samples: a round trains what the peers
-had started when the target was reached), ma 97 %, asgd-ga 81–92 % (one push of staleness)."""
+allreduce and local-sgd 100 %, hivemind 100 % (on 0.5–1 % more samples: a round ends when the peers'
+estimate of what they started together reaches the target; 5–10 % more before the estimate
+extrapolated the others' pace), ma 97 %, asgd-ga 81–92 % (one push of staleness)."""
 
 from __future__ import annotations
 
@@ -110,8 +111,8 @@ def test_each_strategy_converges_like_the_single_process_run_and_ends_on_one_mod
     got = ranks[0]
     reduction = (single["initial"] - got["loss"]) / (single["initial"] - single["loss"])
     assert reduction >= TOLERANCE, f"{strategy}: {reduction:.0%} of the single-process loss reduction"
-    if strategy == "hivemind":
-        assert single["samples"] <= got["samples"] <= 1.3 * single["samples"]
+    if strategy == "hivemind":  # a round ends when the peers' estimate of the samples reaches the target
+        assert 0.9 * single["samples"] <= got["samples"] <= 1.15 * single["samples"]
     elif strategy == "asgd-ga":  # the home leader's count: the budget, and what the regions trained past it
         # past it: the home region's steps to its next boundary, and the other region's pushes until a
         # reply tells it (region b steps about twice as fast here: about 28 micro-batches at most)

@@ -15,11 +15,18 @@ the others still ends its round); every peer applies the same averaged update, s
 never drift apart (the parameters of all peers are equal after every round).
 
 Progress goes straight to the peers (:class:`PeerProgress`: one long-lived TCP stream per pair, a
-thread per peer adding up what arrives), so the training loop never waits on a round trip, and a
-peer learns of another's micro-batch one one-way trip after it started (through a store in one
-place, it took a round trip to that place). A peer tells a micro-batch when it starts it (the others
-count it as under way), so a round trains the target batch plus what the peers started before they
-heard that the target was reached (counted: the update is weighted by it).
+thread per peer adding up what arrives), so the training loop never waits on a round trip. A peer
+tells a micro-batch when it starts it (the others count it as under way), with its wall clock and its
+pace (samples/s); what it says reaches the others one one-way trip later. As Hivemind's progress
+tracker does, a peer estimates the others' samples as what they told plus their pace times the age
+of their last word (:func:`estimated_samples`); a peer not heard from in the round yet is taken to
+have started it when this one did (every peer leaves the same butterfly), at its last pace; a peer
+that ends its round says so (it is no longer extrapolated). Without the estimate, a round trained
+the target batch plus what every peer started while the news crossed the link: 1.25-2.0x the target
+at 100-300 ms and a target batch of 256. With it, a round trains about the target batch; the update
+is weighted by the samples counted either way. The clocks are the hosts' wall clocks (Hivemind's DHT
+time is too): a skewed clock makes a round train a little more or less than the target, never a
+wrong update.
 
 Data: round ``k``'s micro-batch ``i`` of rank ``r`` starts at sample ``k·stride + (i·n + r)·m``
 (``stride`` = ``TBS`` rounded up to ``n·m``, times four), a pure function of the round, so a resumed
@@ -31,7 +38,9 @@ from __future__ import annotations
 import socket
 import struct
 import threading
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 
 import torch
 from torch import nn
@@ -41,7 +50,36 @@ from geotrain.train.sync.base import (
 )
 from geotrain.train.sync.streams import Mesh, recv_exact
 
-PROGRESS = struct.Struct("!qq")  # a round, and the samples of a micro-batch a peer started in it
+# a round; the samples of a micro-batch a peer started in it (0: it ended the round); when (the
+# sender's wall clock, s); the sender's pace (samples/s, 0: not known yet)
+PROGRESS = struct.Struct("!qqdd")
+
+
+@dataclass(slots=True)
+class Heard:
+    """What one peer told of one round: samples started, when it last spoke, its pace, whether it ended."""
+
+    samples: int = 0
+    at: float = 0.0
+    pace: float = 0.0
+    ended: bool = False
+
+
+def estimated_samples(heard: Mapping[int, Heard], paces: Mapping[int, float], since: float, now: float) -> float:
+    """The others' samples in a round now, as Hivemind's progress tracker estimates them: what each
+    told, plus its pace times the age of its last word (nothing for a peer that ended the round); a
+    peer not heard from in the round yet is taken to have started it ``since`` (when this one did),
+    at its last known pace (``paces``)."""
+    total = 0.0
+    for peer, pace in paces.items():
+        h = heard.get(peer)
+        if h is None:
+            total += pace * max(0.0, now - since)
+        elif not h.ended:
+            total += h.samples + h.pace * max(0.0, now - h.at)
+        else:
+            total += h.samples
+    return total
 
 
 class PeerProgress:
@@ -54,14 +92,16 @@ class PeerProgress:
         self.mesh = Mesh("hivemind-progress", rank, range(world), store, address, counter, timeout_s, streams=1)
         self.counter = counter
         self._lock = threading.Lock()
-        self._counts: dict[int, int] = {}  # round → samples the other peers started in it
+        self._heard: dict[int, dict[int, Heard]] = {}  # round → peer → what it told of the round
+        self._paces = {p: 0.0 for p in range(world) if p != rank}  # each peer's last pace told (samples/s)
         self._socks = {p: link.socks[0] for p, link in self.mesh.links.items()}
         for p, sock in self._socks.items():
             sock.settimeout(None)  # quiet between rounds (a checkpoint) is no failure
-            threading.Thread(target=self._listen, args=(sock,), daemon=True, name=f"hivemind-progress-{p}").start()
+            threading.Thread(target=self._listen, args=(p, sock), daemon=True, name=f"hivemind-progress-{p}").start()
 
-    def tell(self, round_index: int, samples: int) -> None:
-        message = PROGRESS.pack(round_index, samples)
+    def tell(self, round_index: int, samples: int, pace: float) -> None:
+        """A micro-batch of ``samples`` started (``samples`` 0: this peer ended the round)."""
+        message = PROGRESS.pack(round_index, samples, time.time(), pace)
         for p, sock in self._socks.items():
             try:
                 sock.sendall(message)
@@ -69,22 +109,28 @@ class PeerProgress:
                 continue
             self.counter.to(p, len(message))
 
-    def others(self, round_index: int) -> int:
+    def others(self, round_index: int, since: float) -> float:
+        """The other peers' samples in the round now (this peer started it ``since``, wall clock):
+        :func:`estimated_samples`."""
         with self._lock:
-            return self._counts.get(round_index, 0)
+            return estimated_samples(self._heard.get(round_index, {}), self._paces, since, time.time())
 
     def forget(self, before: int) -> None:
-        """Drop the counts of the rounds before ``before`` (ended on every peer)."""
+        """Drop what was told of the rounds before ``before`` (ended on every peer)."""
         with self._lock:
-            for k in [k for k in self._counts if k < before]:
-                del self._counts[k]
+            for k in [k for k in self._heard if k < before]:
+                del self._heard[k]
 
-    def _listen(self, sock: socket.socket) -> None:
+    def _listen(self, peer: int, sock: socket.socket) -> None:
         try:
             while True:
-                k, samples = PROGRESS.unpack(recv_exact(sock, PROGRESS.size))
+                k, samples, at, pace = PROGRESS.unpack(recv_exact(sock, PROGRESS.size))
                 with self._lock:
-                    self._counts[k] = self._counts.get(k, 0) + samples
+                    heard = self._heard.setdefault(k, {}).setdefault(peer, Heard())
+                    heard.samples += samples
+                    heard.at, heard.pace, heard.ended = at, pace, heard.ended or samples == 0
+                    if pace > 0:
+                        self._paces[peer] = pace
         except (ConnectionError, OSError):
             return
 
@@ -109,6 +155,7 @@ class HivemindSync:
         self.payload = parameter_bytes(model, self.dtype)
         self.stride = 4 * -(-target_batch_size // (world * samples_per_micro)) * world * samples_per_micro
         self.clock = RoundClock()
+        self.pace = 0.0  # samples/s between this peer's micro-batch starts, over its last round
         self.progress: PeerProgress | None = None
         self.mesh: Mesh | None = None
         if world > 1:
@@ -117,10 +164,10 @@ class HivemindSync:
             self.mesh = Mesh("hivemind", rank, range(world), store, address, counter, timeout_s)
             self.progress = PeerProgress(rank, world, store, address, counter, timeout_s)
 
-    def _reached(self, round_index: int, local: int) -> bool:
+    def _reached(self, round_index: int, local: int, since: float) -> bool:
         if local >= self.tbs:
             return True  # alone at the target: never accumulate more than a whole round
-        return self.progress is not None and local + self.progress.others(round_index) >= self.tbs
+        return self.progress is not None and local + self.progress.others(round_index, since) >= self.tbs
 
     def step(self, inp: StepInput, optimizer: torch.optim.Optimizer) -> StepResult:
         if inp.fetch is None:
@@ -132,18 +179,26 @@ class HivemindSync:
         optimizer.zero_grad(set_to_none=True)
         local, loss_sum, i = 0, 0.0, 0
         base = k * self.stride
+        first, since = 0.0, time.time()
         while True:
             x, y = inp.fetch(base + (i * self.world + self.rank) * self.m)
+            started = time.perf_counter()
+            if i == 0:
+                first = started
+            elif started > first:
+                self.pace = local / (started - first)  # the samples started before this one, over their time
             i += 1
             if self.progress is not None:
-                self.progress.tell(k, x.shape[0])  # told before it is trained: the others count it as under way
+                self.progress.tell(k, x.shape[0], self.pace)  # told before it is trained: counted as under way
             with Timer(self.clock):
                 loss = self.loss_fn(self.model, x, y)
                 (loss * (x.shape[0] / self.tbs)).backward()  # a share of the round's mean: no overflow on the wire
             local += x.shape[0]
             loss_sum += float(loss.detach()) * x.shape[0]
-            if self._reached(k, local):
+            if self._reached(k, local, since):
                 break
+        if self.progress is not None:
+            self.progress.tell(k, 0, 0.0)  # ended: the others stop counting on this peer's pace
         total = local
         flat = flat_gradients(self.params)
         if self.mesh is not None:  # the butterfly: the peers' gradient sums and sample counts
