@@ -6,7 +6,7 @@ Convergence tolerance: a strategy must achieve at least 75 % of the single-proce
 reduction (held-out batch, same number of samples, same learning rate). Measured when written:
 allreduce and local-sgd 100 %, hivemind 100 % (on 0.5–1 % more samples: a round ends when the peers'
 estimate of what they started together reaches the target; 5–10 % more before the estimate
-extrapolated the others' pace), ma 97 %, asgd-ga 81–92 % (one push of staleness)."""
+extrapolated the others' rates), ma 97 %, asgd-ga 81–92 % (one push of staleness)."""
 
 from __future__ import annotations
 

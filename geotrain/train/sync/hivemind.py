@@ -17,10 +17,10 @@ never drift apart (the parameters of all peers are equal after every round).
 Progress goes straight to the peers (:class:`PeerProgress`: one long-lived TCP stream per pair, a
 thread per peer adding up what arrives), so the training loop never waits on a round trip. A peer
 tells a micro-batch when it starts it (the others count it as under way), with its wall clock and its
-pace (samples/s); what it says reaches the others one one-way trip later. As Hivemind's progress
-tracker does, a peer estimates the others' samples as what they told plus their pace times the age
+rate (samples/s); what it says reaches the others one one-way trip later. As Hivemind's progress
+tracker does, a peer estimates the others' samples as what they told plus their rate times the age
 of their last word (:func:`estimated_samples`); a peer not heard from in the round yet is taken to
-have started it when this one did (every peer leaves the same butterfly), at its last pace; a peer
+have started it when this one did (every peer leaves the same butterfly), at its last rate; a peer
 that ends its round says so (it is no longer extrapolated). Without the estimate, a round trained
 the target batch plus what every peer started while the news crossed the link: 1.25-2.0x the target
 at 100-300 ms and a target batch of 256. With it, a round trains about the target batch; the update
@@ -51,32 +51,32 @@ from geotrain.train.sync.base import (
 from geotrain.train.sync.streams import Mesh, recv_exact
 
 # a round; the samples of a micro-batch a peer started in it (0: it ended the round); when (the
-# sender's wall clock, s); the sender's pace (samples/s, 0: not known yet)
+# sender's wall clock, s); the sender's rate (samples/s, 0: not known yet)
 PROGRESS = struct.Struct("!qqdd")
 
 
 @dataclass(slots=True)
 class Heard:
-    """What one peer told of one round: samples started, when it last spoke, its pace, whether it ended."""
+    """What one peer told of one round: samples started, when it last spoke, its rate, whether it ended."""
 
     samples: int = 0
     at: float = 0.0
-    pace: float = 0.0
+    samples_per_s: float = 0.0
     ended: bool = False
 
 
-def estimated_samples(heard: Mapping[int, Heard], paces: Mapping[int, float], since: float, now: float) -> float:
+def estimated_samples(heard: Mapping[int, Heard], rates: Mapping[int, float], since: float, now: float) -> float:
     """The others' samples in a round now, as Hivemind's progress tracker estimates them: what each
-    told, plus its pace times the age of its last word (nothing for a peer that ended the round); a
+    told, plus its rate times the age of its last word (nothing for a peer that ended the round); a
     peer not heard from in the round yet is taken to have started it ``since`` (when this one did),
-    at its last known pace (``paces``)."""
+    at its last known rate (``rates``, samples/s)."""
     total = 0.0
-    for peer, pace in paces.items():
+    for peer, rate in rates.items():
         h = heard.get(peer)
         if h is None:
-            total += pace * max(0.0, now - since)
+            total += rate * max(0.0, now - since)
         elif not h.ended:
-            total += h.samples + h.pace * max(0.0, now - h.at)
+            total += h.samples + h.samples_per_s * max(0.0, now - h.at)
         else:
             total += h.samples
     return total
@@ -93,15 +93,15 @@ class PeerProgress:
         self.counter = counter
         self._lock = threading.Lock()
         self._heard: dict[int, dict[int, Heard]] = {}  # round → peer → what it told of the round
-        self._paces = {p: 0.0 for p in range(world) if p != rank}  # each peer's last pace told (samples/s)
+        self._rates = {p: 0.0 for p in range(world) if p != rank}  # each peer's last rate told (samples/s)
         self._socks = {p: link.socks[0] for p, link in self.mesh.links.items()}
         for p, sock in self._socks.items():
             sock.settimeout(None)  # quiet between rounds (a checkpoint) is no failure
             threading.Thread(target=self._listen, args=(p, sock), daemon=True, name=f"hivemind-progress-{p}").start()
 
-    def tell(self, round_index: int, samples: int, pace: float) -> None:
+    def tell(self, round_index: int, samples: int, samples_per_s: float) -> None:
         """A micro-batch of ``samples`` started (``samples`` 0: this peer ended the round)."""
-        message = PROGRESS.pack(round_index, samples, time.time(), pace)
+        message = PROGRESS.pack(round_index, samples, time.time(), samples_per_s)
         for p, sock in self._socks.items():
             try:
                 sock.sendall(message)
@@ -113,7 +113,7 @@ class PeerProgress:
         """The other peers' samples in the round now (this peer started it ``since``, wall clock):
         :func:`estimated_samples`."""
         with self._lock:
-            return estimated_samples(self._heard.get(round_index, {}), self._paces, since, time.time())
+            return estimated_samples(self._heard.get(round_index, {}), self._rates, since, time.time())
 
     def forget(self, before: int) -> None:
         """Drop what was told of the rounds before ``before`` (ended on every peer)."""
@@ -124,13 +124,13 @@ class PeerProgress:
     def _listen(self, peer: int, sock: socket.socket) -> None:
         try:
             while True:
-                k, samples, at, pace = PROGRESS.unpack(recv_exact(sock, PROGRESS.size))
+                k, samples, at, rate = PROGRESS.unpack(recv_exact(sock, PROGRESS.size))
                 with self._lock:
                     heard = self._heard.setdefault(k, {}).setdefault(peer, Heard())
                     heard.samples += samples
-                    heard.at, heard.pace, heard.ended = at, pace, heard.ended or samples == 0
-                    if pace > 0:
-                        self._paces[peer] = pace
+                    heard.at, heard.samples_per_s, heard.ended = at, rate, heard.ended or samples == 0
+                    if rate > 0:
+                        self._rates[peer] = rate
         except (ConnectionError, OSError):
             return
 
@@ -155,7 +155,7 @@ class HivemindSync:
         self.payload = parameter_bytes(model, self.dtype)
         self.stride = 4 * -(-target_batch_size // (world * samples_per_micro)) * world * samples_per_micro
         self.clock = RoundClock()
-        self.pace = 0.0  # samples/s between this peer's micro-batch starts, over its last round
+        self.samples_per_s = 0.0  # this peer's rate between its micro-batch starts, over its last round
         self.progress: PeerProgress | None = None
         self.mesh: Mesh | None = None
         if world > 1:
@@ -186,10 +186,10 @@ class HivemindSync:
             if i == 0:
                 first = started
             elif started > first:
-                self.pace = local / (started - first)  # the samples started before this one, over their time
+                self.samples_per_s = local / (started - first)  # the samples started before this one, over their time
             i += 1
             if self.progress is not None:
-                self.progress.tell(k, x.shape[0], self.pace)  # told before it is trained: counted as under way
+                self.progress.tell(k, x.shape[0], self.samples_per_s)  # told before it is trained: counted as under way
             with Timer(self.clock):
                 loss = self.loss_fn(self.model, x, y)
                 (loss * (x.shape[0] / self.tbs)).backward()  # a share of the round's mean: no overflow on the wire
@@ -198,7 +198,7 @@ class HivemindSync:
             if self._reached(k, local, since):
                 break
         if self.progress is not None:
-            self.progress.tell(k, 0, 0.0)  # ended: the others stop counting on this peer's pace
+            self.progress.tell(k, 0, 0.0)  # ended: the others stop extrapolating this peer
         total = local
         flat = flat_gradients(self.params)
         if self.mesh is not None:  # the butterfly: the peers' gradient sums and sample counts
