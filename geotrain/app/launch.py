@@ -49,7 +49,9 @@ MAX_EMULATED_MBIT = 1000.0  # what one delay line forwards well on a small machi
 def emulated_network(plan: Plan, provider_name: str, on_note: Callable[[str], None] | None = None):  # noqa: ANN201
     """Namespaces and links for ``launch --emulate-wan``: every link has the perf model's RTT and
     single-stream bandwidth for the two nodes' planned locations (bandwidth capped at
-    MAX_EMULATED_MBIT). None, with a note saying why, where this machine cannot emulate links."""
+    MAX_EMULATED_MBIT); each node held to an equal share of this machine's cores for the plan's nodes
+    (``geotrain.wan.cpu``: a rate here is then a node's own, as on separate machines). None, with a
+    note saying why, where this machine cannot emulate links."""
     if parse_names(provider_name) != (LOCAL_PROVIDER,):
         raise InputError(f"--emulate-wan emulates links between the local provider's nodes; the launch uses "
                          f"{provider_name}: drop --emulate-wan or launch with --provider local")
@@ -61,8 +63,15 @@ def emulated_network(plan: Plan, provider_name: str, on_note: Callable[[str], No
             on_note(f"--emulate-wan: cannot emulate links here ({reason}); the nodes run as plain local processes")
         return None
     from geotrain.providers.netns import EmulatedNetwork
+    from geotrain.wan.cpu import cores_per_node
 
-    return EmulatedNetwork(model_links(), plan.items[0].offer.location)
+    nodes = sum(item.count for item in plan.items)
+    network = EmulatedNetwork(model_links(), plan.items[0].offer.location, cores_per_node=cores_per_node(nodes))
+    if on_note:
+        held = network.shares
+        on_note(f"--emulate-wan: each node held to {held.cores:.2f} of this machine's cores" if held is not None
+                else f"--emulate-wan: the nodes run unheld ({network.unheld})")
+    return network
 
 
 def model_links():  # noqa: ANN201

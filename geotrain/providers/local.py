@@ -35,7 +35,8 @@ Nodes outlive the LocalProvider object and the process that made them, as VMs ou
 
 With a ``network`` (``geotrain launch --emulate-wan``: :class:`geotrain.providers.netns.EmulatedNetwork`)
 every node is a network namespace of its own: the agent starts inside it, so everything the node
-runs talks over the emulated links, and ending the node also kills whatever is left in its namespace.
+runs talks over the emulated links, and ending the node also kills whatever is left in its namespace;
+the network may hold the agent, and so all the node runs, to a share of the cores (``hold``).
 Such nodes live only as long as the network's owner (the launcher) does.
 """
 
@@ -98,6 +99,7 @@ class NodeNetwork(Protocol):
     """Where the local provider's nodes talk to each other (``geotrain.providers.netns.EmulatedNetwork``)."""
 
     def attach(self, node_id: str, location: Location) -> object: ...
+    def hold(self, node_id: str, pid: int) -> None: ...
     def prefix(self, node_id: str) -> list[str]: ...
     def env(self, node_id: str) -> dict[str, str]: ...
     def has(self, node_id: str) -> bool: ...
@@ -160,6 +162,13 @@ class LocalProvider:
                 prefix = self.network.prefix(node_id)
             try:
                 agent = self._spawn_agent(node_dir, prefix)
+                if self.network is not None:
+                    try:  # before "go": the agent has started nothing yet, all it starts inherits the group
+                        self.network.hold(node_id, agent.pid)
+                    except ProviderError:
+                        agent.kill()
+                        agent.wait()
+                        raise
             except ProviderError:
                 if self.network is not None:
                     self.network.detach(node_id)

@@ -7,6 +7,12 @@ location of the plan's first node. A preemption kills everything in the node's n
 directed link are the kernel's counters (tc classes), so a user's own script is metered too.
 Everything goes when the launch ends (``close``), when the launcher is killed (the delay line tears
 the run down when its pipe closes) or with ``geotrain cleanup``.
+
+With ``cores_per_node``, every node's processes are held to that share of this machine's cores (a
+CPU control group per node, :mod:`geotrain.wan.cpu`), as the rehearsal's are: separate machines
+compute at their own rate whether the others compute or wait on the network; unheld, nodes that
+share a few cores ran faster while their peers waited on a WAN round. Where no group can be made,
+``unheld`` says why and the nodes run unheld.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from collections.abc import Callable
 
 from geotrain.domain import Location
 from geotrain.wan import EmulatedWan, Endpoint, Link
+from geotrain.wan.cpu import CpuShares, cpu_shares
 from geotrain.wan.namespaces import run_inside
 
 COORDINATOR = "coordinator"
@@ -26,12 +33,21 @@ class EmulatedNetwork:
     """The namespaces and links of one launch; ``link(a, b)`` is the directed link between two locations."""
 
     def __init__(self, link: Callable[[Location, Location], Link], coordinator_at: Location,
-                 wan: EmulatedWan | None = None) -> None:
+                 wan: EmulatedWan | None = None, cores_per_node: float | None = None) -> None:
         self._link = link
         self._wan = wan if wan is not None else EmulatedWan()
         self._where: dict[str, Location] = {}
         self._lock = threading.Lock()
-        self._add(COORDINATOR, coordinator_at)
+        self.shares: CpuShares | None = None
+        self.unheld: str | None = None  # why the nodes run unheld, where cores_per_node was asked for
+        if cores_per_node is not None:
+            made = cpu_shares(self.tag, [], cores_per_node)
+            self.shares, self.unheld = (made, None) if isinstance(made, CpuShares) else (None, made)
+        try:
+            self._add(COORDINATOR, coordinator_at)
+        except BaseException:
+            self.close()
+            raise
 
     @property
     def tag(self) -> str:
@@ -55,8 +71,20 @@ class EmulatedNetwork:
             raise
 
     def attach(self, node_id: str, location: Location) -> Endpoint:
-        """A namespace for a new node, linked to every node there is."""
-        return self._add(node_id, location)
+        """A namespace for a new node, linked to every node there is (and its CPU group, if held)."""
+        endpoint = self._add(node_id, location)
+        if self.shares is not None:
+            try:
+                self.shares.group(node_id)
+            except BaseException:
+                self.detach(node_id)
+                raise
+        return endpoint
+
+    def hold(self, node_id: str, pid: int) -> None:
+        """Process ``pid`` (and every process it starts from now on) computes in the node's CPU share."""
+        if self.shares is not None:
+            self.shares.add(node_id, pid)
 
     def prefix(self, node_id: str) -> list[str]:
         """The command prefix that runs a program inside the node's namespace."""
@@ -93,4 +121,8 @@ class EmulatedNetwork:
         return {pair: sent for pair, sent in self._wan.bytes_sent().items() if COORDINATOR not in pair}
 
     def close(self) -> None:
-        self._wan.close()
+        try:
+            self._wan.close()  # the namespaces' processes are killed first: their groups are empty then
+        finally:
+            if self.shares is not None:
+                self.shares.close()

@@ -66,6 +66,23 @@ class CpuShares:
             raise WanError(f"cannot put process {pid} into the cpu control group {self.folder / node}: "
                            f"{exc.strerror or exc}; run without CPU shares or as root", scope=node) from exc
 
+    def group(self, node: str) -> None:
+        """Make ``node``'s group, held to ``cores`` cores (a quota of at least :data:`MIN_QUOTA_US` per
+        period of at least :data:`PERIOD_US`)."""
+        period_us = max(PERIOD_US, math.ceil(MIN_QUOTA_US / self.cores))
+        quota_us = round(self.cores * period_us)
+        group = self.folder / node
+        try:
+            group.mkdir(exist_ok=True)
+            if self.version == 1:
+                (group / "cpu.cfs_period_us").write_text(str(period_us))
+                (group / "cpu.cfs_quota_us").write_text(str(quota_us))
+            else:
+                (group / "cpu.max").write_text(f"{quota_us} {period_us}")
+        except OSError as exc:
+            raise WanError(f"cannot make the cpu control group {group}: {exc.strerror or exc}; run without "
+                           "CPU shares or as root", scope=node) from exc
+
     def close(self) -> None:
         """Remove the groups (their processes must have exited; a group still holding one stays, empty
         groups cost nothing)."""
@@ -95,31 +112,28 @@ def _controller() -> tuple[Path, int] | str:
 
 def cpu_shares(tag: str, nodes: Sequence[str], cores: float) -> CpuShares | str:
     """Control groups for one run's ``nodes`` (``tag``: the emulated WAN's), each held to ``cores`` cores,
-    or why they cannot be made (the caller runs its nodes unshared then)."""
+    or why they cannot be made (the caller runs its nodes unshared then). More nodes' groups can be
+    made later (:meth:`CpuShares.group`)."""
     check_tag(tag)
     found = _controller()
     if isinstance(found, str):
         return found
     root, version = found
     shares = CpuShares(root / f"geotrain-{tag}", version, cores)
-    period_us = max(PERIOD_US, math.ceil(MIN_QUOTA_US / cores))
-    quota_us = round(cores * period_us)
     try:
         shares.folder.mkdir(exist_ok=True)
         if version == 2:  # a v2 child's cpu.max exists only where its parent hands the controller down
             (root / "cgroup.subtree_control").write_text("+cpu")
             (shares.folder / "cgroup.subtree_control").write_text("+cpu")
-        for node in nodes:
-            group = shares.folder / node
-            group.mkdir(exist_ok=True)
-            if version == 1:
-                (group / "cpu.cfs_period_us").write_text(str(period_us))
-                (group / "cpu.cfs_quota_us").write_text(str(quota_us))
-            else:
-                (group / "cpu.max").write_text(f"{quota_us} {period_us}")
     except OSError as exc:
         shares.close()
         return f"cannot make cpu control groups under {root}: {exc.strerror or exc}"
+    try:
+        for node in nodes:
+            shares.group(node)
+    except WanError as exc:
+        shares.close()
+        return str(exc)
     return shares
 
 
