@@ -6,7 +6,7 @@ the formulas are in ``geotrain.perf.strategies``), from the runs given to :func:
 - the host exponent ``α`` of ``h(v) = (min(v, V)/V)^(−α)`` (``V`` = :data:`HOST_VCPUS`, a prior):
   a grid search for the least relative error of the averaging round; it needs runs on two host
   sizes, else ``α`` is the prior :data:`PRIOR_HOST_EXPONENT`;
-- the averaging round's overhead ``h·(f0 + β·n + γ·(P/1e9)·v(n))``: least absolute deviations of
+- the averaging round's overhead ``h·(f0 + β·n + γ·(P/1e9))``: least absolute deviations of
   ``averaging − T_xfer``, weighted by 1/averaging (relative error), where ``T_xfer`` is the
   transfer time the network model predicts for that run;
 - the time a node spends per sample inside Hivemind, ``(epoch − averaging)·n / TBS``, as
@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 
 from geotrain.domain import Continent, InstanceShape, InterruptionSignal, Location, Market, NodeGroup, Offer
-from geotrain.perf.strategies import Hivemind, HivemindFit, PeerGroup, Topology, share
+from geotrain.perf.strategies import Hivemind, HivemindFit, PeerGroup, Topology
 from geotrain.perf.workloads import Workload
 
 WORKLOAD_MICRO_BATCH = 32  # per GPU in every multi-peer run (erben-calibration.md; 256 on the DGX-2, not among them)
@@ -143,7 +143,7 @@ def _round_fit(multi: Sequence[CalibrationRun], xfer: Sequence[float], parameter
     rows, target, weight = [], [], []
     for r, x in zip(multi, xfer, strict=True):
         h = host(RUN_VCPUS[r.cloud])
-        rows.append([h, h * r.peers, h * parameters[r.workload] / 1e9 * share(r.peers)])
+        rows.append([h, h * r.peers, h * parameters[r.workload] / 1e9])
         target.append(r.averaging_round_s - x)
         weight.append(1.0 / r.averaging_round_s)
     coef = _lstsq(rows, target, weight, robust=True)

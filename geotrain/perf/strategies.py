@@ -37,8 +37,14 @@ and the slowest host in the round sets its pace::
                what one stream carries there (``LinkEstimate.site_path_gbps``): every peer's butterfly share
                crosses the site's one path, and the site's streams are not assumed to add up where
                no multi-stream figure says they do
-    T_comm   = max_g h_g · (f0 + β·n + γ·(P/1e9)·v(n)) + T_xfer
+    T_comm   = max_g h_g · (f0 + β·n + γ·(P/1e9)) + T_xfer
     T_round  = T_calc + T_comm,   samples = TBS,   granularity = T_calc / T_comm
+
+The round's host work is ``γ·P``, not in ``n``: in a butterfly each peer reduces its ``1/n`` share of
+the vector from all ``n`` peers (``n·W/n = W``), copies the whole vector out and the average back,
+and steps the optimizer over all ``P``; what grows with ``n`` is the share of ``W`` on the wire,
+``v(n)``, which ``T_xfer`` counts. ``β·n`` is what each other peer costs (its connections, messages,
+parts' bookkeeping).
 
 ``e_w``, ``κ``, ``α``, ``f0``, ``β``, ``γ`` are fitted on the one-zone tables of Erben et al. (GC T4
 VMs with 8 vCPUs, LambdaLabs A10 VMs with 30; ``scripts/calibrate_perf.py``, which says which are
@@ -247,8 +253,8 @@ def seconds(payload_bytes: float, gbps: float) -> float:
 # The terms of a round, shared with the planner's linear model (geotrain.planning): one formula, two users.
 
 def hivemind_overhead_s(fit: HivemindFit, n: int, parameters: int, host: float = 1.0) -> float:
-    """h·(f0 + β·n + γ·(P/1e9)·v(n)); ``host`` = h of the slowest node (1: the fastest host, a lower bound)."""
-    return host * (fit.round_floor_s + fit.per_peer_s * n + fit.per_gparam_s * parameters / 1e9 * share(n))
+    """h·(f0 + β·n + γ·(P/1e9)); ``host`` = h of the slowest node (1: the fastest host, a lower bound)."""
+    return host * (fit.round_floor_s + fit.per_peer_s * n + fit.per_gparam_s * parameters / 1e9)
 
 
 def hivemind_pair_s(payload: float, n: int, link: LinkEstimate) -> float:
