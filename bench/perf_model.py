@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 
 from geotrain.domain import Continent, InstanceShape, InterruptionSignal, Location, Market, NodeGroup, Offer
 from geotrain.domain import SyncSettings
-from geotrain.perf.calibration import CalibrationRun, fit_hivemind, load_runs, multi_peer, run_groups
+from geotrain.perf.calibration import CalibrationRun, held_out_fits, load_runs, multi_peer, run_groups
 from geotrain.perf.data import data_text
 from geotrain.perf.model import PerfModel
 from geotrain.perf.network import NetworkModel
@@ -83,17 +83,13 @@ def family(run: CalibrationRun) -> str:
 
 def cross_validation(runs: Sequence[CalibrationRun], key: Callable[[CalibrationRun], str], title: str) -> None:
     network, egress = NetworkModel.bundled(), EgressPrices.bundled()
-    multi = multi_peer(runs)
-    groups = sorted({key(r) for r in multi})
+    groups = sorted({key(r) for r in multi_peer(runs)})
     print(f"\nLeave one group out, groups = {title} ({len(groups)} groups; the single-node baselines are inputs"
           " of every fold)")
     print(f"{'held out':<64} {'runs':>4} | {'samples/s: median':>17} {'p90':>6} {'max':>6} |"
           f" {'round: median':>13} {'p90':>6} {'max':>6} | fit")
     every_sps, every_round = [], []
-    for group in groups:
-        held = [r for r in multi if key(r) == group]
-        rest = [r for r in runs if r not in held]
-        fit, report = fit_hivemind(rest, network, WORKLOADS)
+    for group, held, fit, report in held_out_fits(runs, key, network, WORKLOADS):
         rows = errors(PerfModel(egress=egress, network=network, fit=fit), held)
         sps, rounds = [r[2] for r in rows], [r[4] for r in rows if r[4] is not None]
         every_sps += sps

@@ -29,7 +29,7 @@ from __future__ import annotations
 import csv
 import io
 import statistics
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
@@ -245,3 +245,14 @@ def fit_hivemind(runs: Sequence[CalibrationRun], network, workloads: Mapping[str
         "weighting": "relative (1/averaging_round_s; 1/time per sample)",
     }
     return fit, report
+
+
+def held_out_fits(runs: Sequence[CalibrationRun], key: Callable[[CalibrationRun], str], network,
+                  workloads: Mapping[str, Workload]) -> Iterator[tuple[str, list[CalibrationRun], HivemindFit, dict]]:
+    """Leave one group out: for each group of multi-peer runs (``key``), the fit on every other run
+    (the single-node baselines stay: they are the model's measured rates) and the runs held out."""
+    multi = multi_peer(runs)
+    for group in sorted({key(r) for r in multi}):
+        held = [r for r in multi if key(r) == group]
+        fit, report = fit_hivemind([r for r in runs if r not in held], network, workloads)
+        yield group, held, fit, report

@@ -9,7 +9,7 @@ from dataclasses import replace
 import pytest
 
 from geotrain.domain import NodeGroup, SyncSettings
-from geotrain.perf.calibration import fit_hivemind, load_runs, multi_peer, run_groups
+from geotrain.perf.calibration import fit_hivemind, held_out_fits, load_runs, multi_peer, run_groups
 from geotrain.perf.data import data_text
 from geotrain.perf.model import PerfModel, bundled_fit
 from geotrain.perf.network import NetworkModel
@@ -38,7 +38,20 @@ def errors(model: PerfModel, runs) -> tuple[list[float], list[float]]:
 def test_in_sample_medians_meet_the_targets():
     sps, rounds = errors(PerfModel(egress=EgressPrices.bundled()), multi_peer(RUNS))
     assert statistics.median(sps) <= 0.05
-    assert statistics.median(rounds) <= 0.12
+    assert statistics.median(rounds) <= 0.08  # 6.8 %; with the host's work in v(n) (γ·P·v(n)) 9.7 %
+
+
+def test_a_series_held_out_is_predicted_within_the_targets():
+    """Leave one series out (a workload's peer sweep on one accelerator), as ``bench/perf_model.py``:
+    samples/s median <= 5 %, p90 <= 15 % over the 42 held-out runs."""
+    network, egress = NetworkModel.bundled(), EgressPrices.bundled()
+    every = []
+    for _, held, fit, _ in held_out_fits(RUNS, lambda r: f"{r.accelerator} {r.workload}", network, WORKLOADS):
+        every += errors(PerfModel(egress=egress, network=network, fit=fit), held)[0]
+    ordered = sorted(every)
+    assert len(ordered) == len(multi_peer(RUNS))
+    assert statistics.median(ordered) <= 0.05
+    assert ordered[round(0.9 * (len(ordered) - 1))] <= 0.15
 
 
 def test_a_family_held_out_is_predicted_from_the_others_and_the_priors_are_reported():
