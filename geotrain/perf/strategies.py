@@ -53,9 +53,10 @@ pays its kind's whole per-step cost ``λ_k`` (fitted over that kind's workloads 
 its prediction comes from its size ``P`` and its compute rate ``r``, not from other workloads'
 efficiencies::
 
-    1/r'_g   = 1/r_g + h_g·λ_k·(P/1e9)/mb_g            (a workload of kind k without runs) A multi-GPU node with a large micro-batch (a DGX-2) amortises the fixed
-cost per step over many samples, a single small GPU on a small VM over few. One node alone trains
-at ``r`` (no averaging).
+    1/r'_g   = 1/r_g + h_g·λ_k·(P/1e9)/mb_g            (a workload of kind k without runs)
+
+A multi-GPU node with a large micro-batch (a DGX-2) amortises the fixed cost per step over many
+samples, a single small GPU on a small VM over few. One node alone trains at ``r`` (no averaging).
 
 ``allreduce``: synchronous data parallel (DDP); a ring all-reduce of the gradients every step,
 timed over the slowest link in use (nodes are ordered by location, so the ring crosses each region
