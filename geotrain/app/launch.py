@@ -147,6 +147,9 @@ def _plan(plan: Plan | Path) -> Plan:
     return load_plan(plan) if isinstance(plan, Path) else plan
 
 
+SHIPPING_PROVIDERS = ("local", "onprem")  # providers whose nodes get the task's workdir and file mounts
+
+
 def dry_run(plan: Plan | Path, options: LaunchOptions, *, provider_name: str | None = None) -> list[dict]:
     """What launching the plan would call, per planned node: the provider's SDK calls (or SSH
     commands) with their parameters and the startup script, the run token hidden. Calls nothing."""
@@ -157,7 +160,8 @@ def dry_run(plan: Plan | Path, options: LaunchOptions, *, provider_name: str | N
     if plan.job.task is not None and not options.command:
         from geotrain.launcher.task import check_task
 
-        check_task(plan.job.task, shared_host=names == (LOCAL_PROVIDER,))
+        ships = all(n in SHIPPING_PROVIDERS for n in names)
+        check_task(plan.job.task, shared_host=names == (LOCAL_PROVIDER,), ships=ships)
     settings = provider_settings(options, plan.job.onprem_inventory)
     out: list[dict] = []
     run_id = "run-dry-run"

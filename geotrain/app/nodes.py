@@ -24,7 +24,7 @@ from geotrain.launcher.preemptions import PreemptionSchedule
 from geotrain.launcher.workers import node_dir
 from geotrain.ledger import Ledger, NodeRow, RunRow
 from geotrain.providers.base import LoginCommand, NodeInfo, NodeLogin, NodeProcess, NodeState, Provider
-from geotrain.train.worker_env import worker_env
+from geotrain.train.worker_env import node_env, worker_env
 
 POLL_S = 0.1
 KNOWN_SHOWN = 10  # runs named in an "unknown run" message
@@ -117,7 +117,8 @@ def exec_on_nodes(run_id: str | None, node: str | None, argv: Sequence[str], *,
     try:
         for info in up:
             log = folder / f"{stamp}-{info.node_id}.log"
-            env = worker_env({"GEOTRAIN_RUN_ID": found.run.run_id, "GEOTRAIN_NODE_ID": info.node_id})
+            make_env = worker_env if provider.capabilities.shared_host else node_env
+            env = make_env({"GEOTRAIN_RUN_ID": found.run.run_id, "GEOTRAIN_NODE_ID": info.node_id})
             where = node_dir(provider, info.node_id)
             if where is not None:
                 env["GEOTRAIN_NODE_DIR"] = str(where)

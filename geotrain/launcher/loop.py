@@ -54,15 +54,15 @@ from geotrain.launcher.replanning import keep_the_deadline
 from geotrain.launcher.spot_policy import Mix, Situation, SpotPolicy
 from geotrain.launcher.steering import market_key, offer_mixes
 from geotrain.launcher.watch import MarketWatch, Need, need_of
-from geotrain.launcher.task import check_task, task_argv, task_command
+from geotrain.launcher.task import check_task, script_workdir, task_argv, task_command
 from geotrain.launcher.training import Training, resolve_training, step_target
 from geotrain.launcher.workers import (check_checkpoint_url, generation_backend, kill_stale_workers, last_words,
                                       node_dir, open_store, store_host)
 from geotrain.train.ledger_relay import RELAY_ENV, RELAY_STORE, drain, relay_env
 from geotrain.train.progress import completed_reason
-from geotrain.train.worker_env import free_port, worker_env
+from geotrain.train.worker_env import free_port, node_env, worker_env
 from geotrain.ledger import EventKind, Ledger, RunStatus
-from geotrain.providers.base import NodeInfo, NodeProcess, NodeState, Provider
+from geotrain.providers.base import NodeInfo, NodeLink, NodeProcess, NodeState, Provider
 
 if TYPE_CHECKING:
     from geotrain.pricing.snapshot import PriceSnapshot
@@ -110,7 +110,8 @@ class Launcher:
         self._store_secret = ""
         self._cost_at = 0.0
         self._costs: deque[tuple[float, float]] = deque()  # (time, cost) over the last SPEND_WINDOW_S
-        self.workdir = Path.cwd()  # a user's command runs where the launcher was started
+        self.workdir = Path.cwd()  # a user's command runs where the launcher was started (or a copy of it)
+        self.shipped: set[str] = set()  # nodes that have their copy of the workdir and file mounts
         self.status = Status("")
 
     # -- run lifecycle ------------------------------------------------------------------------
@@ -128,7 +129,8 @@ class Launcher:
         from geotrain.planning.planfile import plan_to_dict
 
         if self.plan.job.task is not None and not self.options.command:  # before anything is bought
-            check_task(self.plan.job.task, shared_host=self.provider.capabilities.shared_host)
+            check_task(self.plan.job.task, shared_host=self.provider.capabilities.shared_host,
+                       ships=isinstance(self.provider, NodeLink))
         self.run_id = run_id or f"run-{time.strftime('%Y%m%d-%H%M%S')}-{os.urandom(3).hex()}"
         url = self.options.checkpoint_url or str(self.run_dir / "checkpoints")
         check_checkpoint_url(url)
@@ -188,7 +190,8 @@ class Launcher:
             for sig in previous:
                 signal.signal(sig, lambda s, f: self.request_stop("interrupted" if s == signal.SIGINT else "stopped"))
         network = getattr(self.provider, "network", None)
-        self._store = open_store(dist, self.provider.capabilities.shared_host, network)
+        self._store = open_store(dist, self.provider.capabilities.shared_host, network,
+                                 tunneled=isinstance(self.provider, NodeLink))
         self._wire = WireMeter(self.provider, self.ledger, self.run_id)
         self._dist = dist
         self._store_secret = secrets.token_hex(16)
@@ -333,13 +336,20 @@ class Launcher:
             "backend": generation_backend(self.provider, self.options.command, len(members)),
         }
         self._relayed: dict[int, int] = {}  # rank -> the last of its ledger records copied (``_drain``)
-        path = self.run_dir / f"generation-{self.generation}.json"
-        atomic_write_text(path, json.dumps(config, indent=2))
+        name = f"generation-{self.generation}.json"
+        text = json.dumps(config, indent=2)
+        atomic_write_text(self.run_dir / name, text)  # the run's record; each node gets its own copy
         master_port = free_port()
         shared = self.provider.capabilities.shared_host  # one host: ranks are its local ranks
+        link = self.provider if isinstance(self.provider, NodeLink) else None
         self._procs = {}
+        make_env = worker_env if shared else node_env  # another machine gets no paths or secrets of this one
         for rank, node in enumerate(members):
-            env = worker_env({
+            store = config["store"]
+            if link is not None:  # the node reaches the launcher's store through the launcher's connection
+                host, port = link.store_address(node.node_id, self._store.port)
+                store = {**store, "host": host, "port": port}
+            env = make_env({
                 "RANK": str(rank), "WORLD_SIZE": str(world),
                 "LOCAL_RANK": str(rank if shared else 0), "LOCAL_WORLD_SIZE": str(world if shared else 1),
                 "GROUP_RANK": str(rank), "MASTER_ADDR": members[0].address, "MASTER_PORT": str(master_port),
@@ -351,18 +361,24 @@ class Launcher:
                 "OMP_NUM_THREADS": "1",
                 # this machine: the ledger is the launcher's file; another machine: the ledger through the store
                 **({"GEOTRAIN_HOME": str(geotrain_home())} if shared else {RELAY_ENV: RELAY_STORE}),
-                **({} if shared else relay_env(config["store"], self.generation)),  # for a script's progress
+                **({} if shared else relay_env(store, self.generation)),  # the store, for a script's progress too
             })
             # a notice (SIGUSR1) that arrives while a worker is still starting must not end it: the node
             # starts every command with the signal ignored, the runtime checks the notice file once it listens
-            argv = list(self.options.command) or [sys.executable, "-m", "geotrain.train.runtime", str(path)]
-            cwd: Path | None = self.workdir
+            # the node's own Python (a node agent puts the one that has geotrain first on PATH) and the
+            # generation's config in the node's directory: nothing names a path of the launcher's machine
+            python = sys.executable if shared else "python"
+            argv = list(self.options.command) or [python, "-m", "geotrain.train.runtime", name]
+            cwd: Path | str | None = None
+            if self.options.command:  # a user's script runs in the launcher's directory, or its copy on the node
+                cwd = self.workdir if shared else script_workdir(self, node)
             if self.plan.job.task is not None and not self.options.command:  # a task file's setup and run
                 argv, cwd = task_argv(), task_command(self, node, rank, env)
             log = self.run_dir / "logs" / f"gen{self.generation:03d}-rank{rank}-{node.node_id}.log"
             log.parent.mkdir(parents=True, exist_ok=True)
             try:
-                self._procs[node.node_id] = self.provider.start(node.node_id, argv, env, log, cwd=cwd)
+                self._procs[node.node_id] = self.provider.start(node.node_id, argv, env, log, cwd=cwd,
+                                                                files={name: text})
             except ProviderError as exc:
                 gone = {n.node_id: n for n in self.provider.list(self.run_id) if n.state.ended}
                 if node.node_id not in gone:

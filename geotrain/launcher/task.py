@@ -12,11 +12,14 @@ gives a task, so its multi-node scripts run unchanged:
 - ``SKYPILOT_NUM_GPUS_PER_NODE``: the node's accelerators on a cloud; 1 on the local provider, where a
   node is a process group of this machine (one process per node).
 
-On the local provider (one host) the launcher's Python environment comes first on ``PATH`` (its
-``torchrun``, ``pip``), and a node's directory is its home: ``HOME`` is set to it, the workdir
-is copied to ``~/sky_workdir`` there (as SkyPilot syncs it) and ``file_mounts`` to their destinations
-(``~/x`` or a relative path: under that home; other absolute paths are refused). Nodes on other
-machines get neither (``check_task`` refuses a task with a workdir or file mounts there).
+The workdir is copied to ``~/sky_workdir`` on each node (as SkyPilot syncs it) and ``file_mounts``
+to their destinations (``~/x`` or a relative path: under the node's home; other absolute paths are
+refused), once per node and launcher. On the local provider (one host) the launcher's Python
+environment comes first on ``PATH`` (its ``torchrun``, ``pip``), and a node's directory is its home
+(``HOME`` is set to it). A node on another machine gets them through the launcher's own connection
+(``NodeLink.ship``: a tar stream over SSH); its home is its user's, and its agent puts the Python
+that has geotrain (and sees the machine's torch) first on ``PATH``. A provider whose nodes can be
+given no files (none now) refuses such a task before anything is bought.
 """
 
 from __future__ import annotations
@@ -49,14 +52,14 @@ def task_argv() -> list[str]:
     return ["bash", "-c", WRAPPER, "geotrain-task"]
 
 
-def check_task(task: TaskRun, *, shared_host: bool) -> None:
-    """Refuse before any node starts what the nodes of this launch cannot be given."""
+def check_task(task: TaskRun, *, shared_host: bool, ships: bool = False) -> None:
+    """Refuse before any node starts what the nodes of this launch cannot be given (``ships``: the
+    provider copies files to its nodes, ``NodeLink``)."""
     if not task.run:
         raise InputError("the task has no run: nothing to train; add run: (the command each node runs)")
-    if not shared_host and (task.workdir or task.file_mounts):
-        raise InputError("workdir and file_mounts are copied only to the local provider's nodes; on cloud and "
-                         "on-prem nodes fetch the code in setup (e.g. git clone, pip install) and read data from "
-                         "storage (checkpoint_url, dataset)")
+    if not (shared_host or ships) and (task.workdir or task.file_mounts):
+        raise InputError("this provider's nodes cannot be given the workdir and file_mounts; fetch the code in "
+                         "setup (e.g. git clone, pip install) and read data from storage (checkpoint_url, dataset)")
     for dest, source in task.file_mounts:
         _mount_target(Path("/node"), dest)  # refuses destinations outside the node's home
         if not Path(source).exists():
@@ -98,7 +101,41 @@ def task_command(la, node, rank: int, env: dict[str, str]) -> Path | None:  # no
     env.update(task_env(task, rank=rank, addresses=[m.address for m in la.members],
                         accelerators=offer.shape.accelerator_count if offer else 0, shared_host=shared,
                         run_id=la.run_id, node_home=home))
-    return prepare_node(task, home) if home is not None else None
+    if home is not None:
+        return prepare_node(task, home)
+    sources = [(Path(source), _remote_mount(dest)) for dest, source in task.file_mounts]
+    if task.workdir:
+        sources.append((Path(task.workdir), f"~/{WORKDIR_NAME}"))
+    _ship(la, node, sources)
+    return f"~/{WORKDIR_NAME}" if task.workdir else "~"
+
+
+def script_workdir(la, node) -> str:  # noqa: ANN001 - Launcher, NodeInfo
+    """A user's script (``launch PLAN -- CMD``) on a node of another machine: the launcher's directory,
+    copied to ``~/sky_workdir`` there (caches and version control left out), where the script starts."""
+    from geotrain.providers.base import NodeLink
+
+    if not isinstance(la.provider, NodeLink):
+        return "~"
+    if _size(la.workdir) > MAX_COPY_BYTES:
+        raise InputError(f"{la.workdir} holds more than {MAX_COPY_BYTES >> 20} MiB, which would be copied to every "
+                         "node to run your script there; start the launch from a smaller folder (your code), with "
+                         "data in storage")
+    _ship(la, node, [(la.workdir, f"~/{WORKDIR_NAME}")])
+    return f"~/{WORKDIR_NAME}"
+
+
+def _ship(la, node, sources: list[tuple[Path, str]]) -> None:  # noqa: ANN001 - Launcher, NodeInfo
+    """Copy ``sources`` onto the node once per launcher (a resumed launcher copies them again)."""
+    if node.node_id in la.shipped or not sources:
+        return
+    la.provider.ship(node.node_id, sources)
+    la.shipped.add(node.node_id)
+
+
+def _remote_mount(dest: str) -> str:
+    """A file mount's destination on a node of another machine, under its user's home."""
+    return "~/" + "/".join(_mount_target(Path("/"), dest).parts[1:])
 
 
 def _ignore(skip: Path):  # noqa: ANN202 - a copytree ignore function

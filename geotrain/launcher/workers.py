@@ -14,16 +14,17 @@ from geotrain.procs import environ_has
 from geotrain.providers.base import Provider
 
 
-def open_store(dist, shared_host: bool, network=None):  # noqa: ANN001, ANN201 - torch.distributed: the caller's
+def open_store(dist, shared_host: bool, network=None, *, tunneled: bool = False):  # noqa: ANN001, ANN201
     """The launcher's rendezvous store, listening where the nodes need it and nowhere else: on loopback
-    when every node is a process on this machine; in the coordinator's namespace when the nodes talk
-    over emulated links (``network``: ``geotrain.providers.netns.EmulatedNetwork``). torch's TCPStore
-    has no authentication, so its keys also live under a per-run random prefix that only the run's
-    (private) generation files carry."""
+    when every node is a process on this machine, or reaches it through the launcher's own SSH
+    connection (``tunneled``: a port forwarded back to this loopback; no inbound port here); in the
+    coordinator's namespace when the nodes talk over emulated links (``network``:
+    ``geotrain.providers.netns.EmulatedNetwork``). torch's TCPStore has no authentication, so its keys
+    also live under a per-run random prefix that only the run's (private) generation files carry."""
     if network is not None:
         address = network.coordinator().address
         return network.inside_coordinator(_listening_store, dist, address, address)
-    return _listening_store(dist, "127.0.0.1" if shared_host else "0.0.0.0", "127.0.0.1")
+    return _listening_store(dist, "127.0.0.1" if shared_host or tunneled else "0.0.0.0", "127.0.0.1")
 
 
 def _listening_store(dist, bind: str, connect: str):  # noqa: ANN001, ANN202

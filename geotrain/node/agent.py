@@ -10,9 +10,11 @@ secret, read from ``FILE``, which the startup script wrote 0600); any other gets
 firewall opens the port only to the launcher's address.
 
 ==========================================  =======================================================
-``GET  /v1/health``                         ``{"node_dir", "cloud", "commands", "notice"}``
-``POST /v1/commands``                       ``{"id", "argv", "env", "cwd"}`` → ``{"pid"}``; the same
-                                            id again answers the first command's pid (idempotent)
+``GET  /v1/health``                         ``{"node_dir", "home", "python", "version", "cloud",
+                                            "commands", "notice"}``
+``POST /v1/commands``                       ``{"id", "argv", "env", "cwd", "files"}`` → ``{"pid"}``;
+                                            the same id again answers the first command's pid
+                                            (idempotent)
 ``GET  /v1/commands/<id>``                  ``{"pid", "exit"}`` (exit: null while it runs; negative:
                                             the signal that ended it)
 ``GET  /v1/commands/<id>/log?offset=N``     the command's output from byte N (at most 1 MiB)
@@ -22,8 +24,12 @@ firewall opens the port only to the launcher's address.
 
 Commands start in a session of their own (so a kill takes what they started too), with stdin from
 /dev/null, stdout and stderr appended to ``DIR/logs/<id>.log``, SIGUSR1 ignored until they install a
-handler (a notice that arrives while a worker starts must not end it), and ``GEOTRAIN_NODE_DIR`` =
-``DIR``. A preemption notice seen in the cloud's metadata (``geotrain.node.notices``, polled every
+handler (a notice that arrives while a worker starts must not end it), ``GEOTRAIN_NODE_DIR`` =
+``DIR``, and the directory of the agent's own Python first on ``PATH`` (so ``python`` is the Python
+that has this geotrain); the node user's ``HOME``, ``USER``, ``LOGNAME``, ``SHELL``, ``PATH``, ``LANG``
+and ``TMPDIR`` fill in what the command's environment lacks. ``cwd`` may start with ``~`` (the node user's home); default ``DIR``.
+``files`` (name → text) are written 0600 into ``DIR`` before the command starts: what the launcher
+sends with a command (a generation's config), never a path on the launcher's machine. A preemption notice seen in the cloud's metadata (``geotrain.node.notices``, polled every
 ``POLL_S``) is written to ``DIR/preemption-notice.json`` (``{"deadline", "notice_s", "source"}``,
 the file the training runtime watches) and sent as SIGUSR1 to every command's group, once. SIGTERM
 (the VM shutting down) kills every command and ends the agent.
@@ -50,6 +56,7 @@ from geotrain.node.notices import Notice, NoticeSource, notice_source
 from geotrain.node.tree import kill_descendants, signal_outside_group
 
 AGENT_FILE = "agent.json"
+NODE_OWN = ("HOME", "USER", "LOGNAME", "SHELL", "PATH", "LANG", "TMPDIR")  # the node user's, unless the command sets them
 NOTICE_FILE = "preemption-notice.json"  # the file geotrain.train.runtime and geotrain.train.api watch
 POLL_S = 1.0
 LOG_CHUNK_BYTES = 1 << 20
@@ -78,13 +85,22 @@ class Node:
         self.exits: dict[str, int] = {}
         self.lock = threading.Lock()
 
-    def start(self, command_id: str, argv: list[str], env: dict[str, str], cwd: str | None) -> int:
+    def start(self, command_id: str, argv: list[str], env: dict[str, str], cwd: str | None,
+              files: dict[str, str] | None = None) -> int:
         with self.lock:
             if command_id in self.commands:
                 return self.commands[command_id].pid
-            env = {**env, "GEOTRAIN_NODE_DIR": str(self.root)}
+            for name, text in (files or {}).items():
+                if not name or name != _safe(name) or name.startswith("."):
+                    raise ValueError(f"file name {name!r}: a plain name is expected")
+                _write(self.root / name, text)
+            here = os.path.dirname(sys.executable)
+            env = {**{k: os.environ[k] for k in NODE_OWN if k in os.environ}, **env}
+            path = [p for p in env.get("PATH", os.defpath).split(os.pathsep) if p and p != here]
+            env = {**env, "GEOTRAIN_NODE_DIR": str(self.root), "PATH": os.pathsep.join([here, *path])}
+            where = os.path.expanduser(cwd) if cwd else str(self.root)
             with open(self.logs / f"{_safe(command_id)}.log", "ab") as log:
-                proc = subprocess.Popen(argv, env=env, cwd=cwd or str(self.root), stdin=subprocess.DEVNULL,
+                proc = subprocess.Popen(argv, env=env, cwd=where, stdin=subprocess.DEVNULL,
                                         stdout=log, stderr=subprocess.STDOUT, close_fds=True,
                                         start_new_session=True)
             self.commands[command_id] = proc
@@ -158,7 +174,10 @@ class Node:
 
     def health(self) -> dict[str, Any]:
         notice = self.notice
-        return {"node_dir": str(self.root), "cloud": self.cloud, "commands": len(self.commands),
+        from geotrain import __version__
+
+        return {"node_dir": str(self.root), "home": os.path.expanduser("~"), "python": sys.executable,
+                "version": __version__, "cloud": self.cloud, "commands": len(self.commands),
                 "notice": None if notice is None else {"source": notice.source, "deadline": notice.deadline}}
 
 
@@ -225,8 +244,11 @@ def make_handler(node: Node, token: str) -> type[BaseHTTPRequestHandler]:
                     argv, env = body["argv"], body.get("env") or {}
                     if not (isinstance(argv, list) and argv and all(isinstance(a, str) for a in argv)):
                         raise ValueError("argv must be a non-empty list of strings")
+                    files = body.get("files") or {}
+                    if not isinstance(files, dict) or not all(isinstance(v, str) for v in files.values()):
+                        raise ValueError("files must map names to text")
                     pid = node.start(str(body["id"]), argv, {str(k): str(v) for k, v in env.items()},
-                                     body.get("cwd"))
+                                     body.get("cwd"), {str(k): v for k, v in files.items()})
                     return self._reply(200, {"pid": pid})
                 if len(parts) == 4 and parts[:2] == ["v1", "commands"] and parts[3] == "signal":
                     found = node.signal(parts[2], int(body["signal"]))

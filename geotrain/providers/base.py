@@ -37,7 +37,7 @@ Contract shared by every provider (``tests/contract`` checks it):
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
@@ -150,6 +150,23 @@ class NodeProcess(Protocol):
 
 
 @runtime_checkable
+class NodeLink(Protocol):
+    """Optional, beside :class:`Provider`: a provider whose nodes are other machines that the launcher
+    reaches over a connection it opens itself (SSH: ``geotrain.providers.sshlink``). Nothing on the
+    nodes connects to the launcher's machine; what they need of it comes through that connection."""
+
+    def ship(self, node_id: str, sources: Sequence[tuple[Path, str]]) -> None:
+        """Copy local files and folders onto a running node: each ``(source, destination)``, the
+        destination under the node user's home (``~/x`` or ``x``). A folder replaces what was there."""
+        ...
+
+    def store_address(self, node_id: str, local_port: int) -> tuple[str, int]:
+        """Where processes on the node reach ``127.0.0.1:local_port`` of the launcher's machine (the
+        rendezvous store): an address and port on the node that the connection forwards here."""
+        ...
+
+
+@runtime_checkable
 class Provider(Protocol):
     """Where nodes come from. See the module docstring for the contract every method keeps."""
 
@@ -185,11 +202,13 @@ class Provider(Protocol):
         ...
 
     def start(self, node_id: str, argv: list[str], env: dict[str, str], log_path: Path,
-              cwd: Path | None = None) -> NodeProcess:
+              cwd: Path | str | None = None, files: Mapping[str, str] | None = None) -> NodeProcess:
         """Run ``argv`` on a running node, stdout and stderr appended to ``log_path``.
 
         ``env`` is the command's whole environment (as with ``subprocess.Popen``: nothing else is
-        inherited); ``cwd`` its working directory on the node (default: the provider's choice). Unknown
+        inherited); ``cwd`` its working directory on the node (default: the node's directory; a leading
+        ``~`` is the node user's home); ``files`` (name → text) are written into the node's directory
+        before it starts (``GEOTRAIN_NODE_DIR`` names that directory to the command). Unknown
         ``node_id`` → NotFoundError; a node that has ended → ProviderError. The process ends when the
         node ends. It starts with SIGUSR1 (the preemption notice) ignored, so a notice never ends a
         process that has not installed a handler yet. Any process of the user may call this for any

@@ -52,7 +52,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -240,7 +240,7 @@ class LocalProvider:
             self._save(paths, state)
 
     def start(self, node_id: str, argv: list[str], env: dict[str, str], log_path: Path,
-              cwd: Path | None = None) -> AgentProcess:
+              cwd: Path | str | None = None, files: Mapping[str, str] | None = None) -> AgentProcess:
         """Have the node's agent run ``argv`` in the node's process group; it dies with the node.
 
         ``env`` is the command's whole environment, as with ``subprocess.Popen`` (pass
@@ -261,8 +261,13 @@ class LocalProvider:
                 "launch another node", scope=_location(rec).zone_scope)
         if self.network is not None and self.network.has(node_id):
             env = {**env, **self.network.env(node_id)}
+        for name, text in (files or {}).items():  # this machine: the node's directory is a folder here
+            atomic_write_text(Path(rec["node_dir"]) / name, text)
+        if isinstance(cwd, str) and cwd.startswith("~"):  # a node's home is its directory
+            cwd = Path(rec["node_dir"]) / cwd[1:].lstrip("/")
         try:
-            return run_on_node(Path(rec["node_dir"]), rec["pid"], argv, env, Path(log_path), cwd,
+            return run_on_node(Path(rec["node_dir"]), rec["pid"], argv, env, Path(log_path),
+                               Path(cwd) if cwd is not None else None,
                                alive=lambda: self._agent_alive(rec))
         except ProviderError as exc:
             raise ProviderError(f"node {node_id}: {exc}", scope=_location(rec).zone_scope) from exc

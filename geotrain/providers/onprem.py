@@ -16,13 +16,23 @@ The inventory lists the machines of each kind under ``hosts:`` (read here by :fu
             user: alice
             port: 22                    # sshd's port (default 22)
             key: ~/.ssh/id_lab          # optional: else ssh's own choice (ssh-agent, ~/.ssh/id_*)
-            python: python3             # the Python with geotrain installed (words: "env X=1 /opt/py")
+            python: python3             # the host's Python (3.11+, with torch; words: "env X=1 /opt/py")
             root: ~/.geotrain-node      # where node directories go on the host
 
 SSH is the system's OpenSSH client (``ssh``), with ``BatchMode=yes`` (never a prompt) and
 ``StrictHostKeyChecking=yes`` against ``known_hosts`` (default ``~/.ssh/known_hosts``): a host
-whose key is unknown or has changed is refused, never trusted on first use. The run's token goes to
-the host on ssh's stdin, into a 0600 file of the node directory; it is on no command line.
+whose key is unknown or has changed is refused, never trusted on first use. It is the only channel
+(``geotrain.providers.sshlink``): the launcher dials the host, nothing dials the launcher. The run's
+token goes to the host on ssh's stdin, into a 0600 file of the node directory; it is on no command
+line.
+
+The host needs no geotrain: a launch ships a wheel of the geotrain the launcher runs
+(``geotrain.providers.shipping``) over SSH and installs it, once per version, into a virtual
+environment under ``~/.geotrain-node/`` that sees the host Python's own packages (its torch). The
+node agent listens on the host's loopback; the launcher reaches it through a Unix socket that ssh
+forwards, and the nodes reach the launcher's rendezvous store through a port that ssh forwards back
+(:meth:`OnPremProvider.store_address`). The task's workdir and file mounts travel the same way
+(:meth:`OnPremProvider.ship`).
 
 Claims are records in ``GEOTRAIN_HOME/providers/onprem/state.json`` (under an ``flock`` on
 ``state.lock``, written atomically, 0600), so that launchers and ``geotrain stop`` in other
@@ -58,43 +68,15 @@ from geotrain.errors import (CapacityError, CatalogError, CredentialsError, NotF
 from geotrain.procs import proc_stat
 from geotrain.specfile import Fields, load_yaml_mapping
 from geotrain.providers.base import Capabilities, LaunchRequest, LoginCommand, NodeInfo, NodeState
+from geotrain.providers.sshlink import SSHFailure, SshLink, SshTarget, control_dir, ssh_error
 from geotrain.providers.statefile import JsonState, location_of, node_info, provider_root
 
 ENV_INVENTORY = "GEOTRAIN_ONPREM_INVENTORY"  # the inventory file, when no setting names it
 AGENT_MODULE = "geotrain.node.agent"
 DEFAULT_ROOT = "~/.geotrain-node"
+WHEELS = "~/.geotrain-node/wheels"  # where shipped wheels land on a host
 STATE_VERSION = 1
 HostsKey = tuple[str, str]  # (site, instance_type): the offer's region and instance type
-
-
-class SSHFailure(RuntimeError):
-    """An ssh command that failed (the __cause__ of the geotrain error it is mapped to)."""
-
-    def __init__(self, argv: Sequence[str], returncode: int | None, stderr: str) -> None:
-        super().__init__(f"{shlex.join(argv[:-1])} <script> exited {returncode}: {stderr.strip()[-800:]}")
-        self.returncode = returncode
-        self.stderr = stderr
-
-    @property
-    def last_line(self) -> str:
-        lines = self.stderr.strip().splitlines()
-        return lines[-1] if lines else "no message"
-
-    @property
-    def before_command(self) -> bool:
-        """Whether ssh failed before the remote command could start (login refused, no connection)."""
-        return any(s in self.stderr for s in _BEFORE_COMMAND) and not any(s in self.stderr for s in _IN_SESSION)
-
-
-# What ssh says when it fails before running anything (its exit status is 255 either way).
-_BEFORE_COMMAND = ("Permission denied", "Host key verification failed", "host key is known",
-                   "REMOTE HOST IDENTIFICATION HAS CHANGED", "Connection refused", "Connection timed out",
-                   "timed out during banner exchange", "No route to host", "Could not resolve hostname",
-                   "Network is unreachable", "kex_exchange_identification", "Connection closed by",
-                   "Connection reset by", "Too many authentication failures", "Bad configuration option",
-                   "no such identity", "Load key")
-_IN_SESSION = ("client_loop", "Read from remote host", "Broken pipe", "Write failed", "closed by remote host",
-               "Timeout, server")
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,7 +174,7 @@ class OnPremProvider:
                  connect_timeout_s: float = 10.0, agent_ready_timeout_s: float = 60.0, stop_wait_s: float = 5.0,
                  ssh: str = "ssh", channel: Any = None, token_for: Callable[[str], str] | None = None,
                  agent_module: str = AGENT_MODULE, inventory: str | None = None,
-                 launch_timeout_s: float | None = None) -> None:
+                 launch_timeout_s: float | None = None, torch_index: str | None = None) -> None:
         self.hosts = {k: list(v) for k, v in hosts.items()}
         self._home = Path(home) if home is not None else None
         self.known_hosts = str(Path(known_hosts or "~/.ssh/known_hosts").expanduser())
@@ -205,6 +187,9 @@ class OnPremProvider:
         self._token_for = token_for
         self.agent_module = agent_module
         self.inventory = inventory  # for messages
+        self.torch_index = torch_index  # where a host without torch gets it (None: chosen on the host)
+        self.notes: list[str] = []  # what a launch did that the user should hear of (torch installed)
+        self._wheel: Any = None  # this geotrain's wheel, built on the first launch
         # How long the ssh call that starts an agent may take before the launch's outcome is unknown.
         self.launch_timeout_s = launch_timeout_s or connect_timeout_s + agent_ready_timeout_s + 30
 
@@ -306,8 +291,9 @@ class OnPremProvider:
         self._stop(rec, raise_errors=True)
 
     def start(self, node_id: str, argv: list[str], env: dict[str, str], log_path: Path,
-              cwd: Path | None = None) -> Any:
-        """Run ``argv`` on the node through its agent (see :class:`~geotrain.providers.remote.AgentChannel`)."""
+              cwd: Path | str | None = None, files: Mapping[str, str] | None = None) -> Any:
+        """Run ``argv`` on the node through its agent (see :class:`~geotrain.providers.remote.AgentChannel`);
+        ``cwd`` is a path on the host (``~``: the host user's home), ``files`` go into the node's directory."""
         rec = self._record(node_id)
         state = NodeState(rec["state"])
         if state.ended:
@@ -316,20 +302,49 @@ class OnPremProvider:
         if state is NodeState.PENDING:
             raise ProviderError(f"node {node_id} on {rec['host']['host']} is still being launched; wait for its "
                                 "launch to return", scope=location_of(rec).zone_scope)
-        return self.channel().start(self._endpoint(rec), argv, env, Path(log_path), cwd,
-                                    alive=lambda: self._node_alive(node_id))
+        return self.channel().start(self._endpoint(rec, fresh=True), argv, env, Path(log_path), cwd,
+                                    alive=lambda: self._node_alive(node_id), files=files)
 
     def dry_run(self, request: LaunchRequest) -> list[dict[str, Any]]:
-        """The ssh command ``launch`` would run (on the first machine free now), token hidden. Runs nothing."""
+        """The ssh commands ``launch`` would run (on the first machine free now), token hidden: ship this
+        geotrain's wheel, install it, start the agent. Runs nothing."""
+        from geotrain.providers.shipping import install_script
+
         hosts = self._hosts_for(request.offer)
         with self._locked() as paths:
             host = self._free_host(self._load(paths), hosts) or hosts[0]
-        script = self._start_script(host, "<node id>")
-        return [{"call": "ssh", "params": {"host": host.describe(), "argv": self._ssh_argv(host, script),
+        install = f"cd {_remote_path(WHEELS)} && " + install_script("<wheel of this geotrain>", python=host.python,
+                                                                     torch_index=self.torch_index)
+        script = self._start_script(host, "<node id>", "<python of the installed geotrain>")
+        argv = self._ssh_argv(host, script)
+        return [{"call": "ssh", "params": {"host": host.describe(), "argv": argv[:argv.index("--")] + ["--", "tar -x"],
+                                           "stdin": "<wheel of this geotrain>", "what": f"copy the wheel to {WHEELS}"}},
+                {"call": "ssh", "params": {"host": host.describe(), "argv": self._ssh_argv(host, install),
+                                           "stdin": "", "script": install}},
+                {"call": "ssh", "params": {"host": host.describe(), "argv": argv,
                                            "stdin": "<run token>", "script": script}}]
 
     def close(self) -> None:
         """Nothing to release: nodes outlive the provider."""
+
+    # -- nodes reached over SSH (``geotrain.providers.base.NodeLink``) ----------------------------
+
+    def ship(self, node_id: str, sources: Sequence[tuple[Path, str]]) -> None:
+        """Copy local files and folders onto the node's host (destinations under its user's home)."""
+        rec = self._running(node_id)
+        self._link(_host_of(rec), location_of(rec).zone_scope).upload(sources, timeout_s=self.launch_timeout_s + 600)
+
+    def store_address(self, node_id: str, local_port: int) -> tuple[str, int]:
+        """Where the node reaches ``127.0.0.1:local_port`` of this machine: a port on the host's loopback
+        that its SSH link forwards back here."""
+        rec = self._running(node_id)
+        return "127.0.0.1", self._link(_host_of(rec), location_of(rec).zone_scope).forward_remote(local_port)
+
+    def _running(self, node_id: str) -> dict[str, Any]:
+        rec = self._record(node_id)
+        if rec["state"] != NodeState.RUNNING.value:
+            raise ProviderError(f"node {node_id} on {rec['host']['host']} is {rec['state']}", scope=location_of(rec).zone_scope)
+        return rec
 
     # -- on-prem only --------------------------------------------------------------------------
 
@@ -397,7 +412,8 @@ class OnPremProvider:
         node_id, host = rec["node_id"], _host_of(rec)
         scope = location_of(rec).zone_scope
         try:
-            started = self._start_agent(host, node_id, self._token(rec["run_id"]), scope)
+            python = self._install(host, scope)
+            started = self._start_agent(host, node_id, self._token(rec["run_id"]), scope, python)
             self._check_reachable(rec, host, started)
         except subprocess.TimeoutExpired as exc:
             self._disown(node_id, me)
@@ -464,8 +480,8 @@ class OnPremProvider:
                     "the machine has", scope=location_of(rec).zone_scope)
             time.sleep(0.2)
 
-    def _start_agent(self, host: Host, node_id: str, token: str, scope: str) -> dict[str, Any]:
-        result = self._run_ssh(host, self._start_script(host, node_id), stdin=token + "\n",
+    def _start_agent(self, host: Host, node_id: str, token: str, scope: str, python: str) -> dict[str, Any]:
+        result = self._run_ssh(host, self._start_script(host, node_id, python), stdin=token + "\n",
                                timeout_s=self.launch_timeout_s, scope=scope)
         out = result.stdout
         fields = dict(line.split(" ", 1) for line in out.splitlines() if line.startswith("GEOTRAIN-") and " " in line)
@@ -491,13 +507,34 @@ class OnPremProvider:
                             scope=scope) from SSHFailure(self._ssh_argv(host, ""), result.returncode, result.stderr)
 
     def _install_hint(self, host: Host) -> str:
-        from geotrain import __version__
+        return (f"set python: for this host to a Python 3.11 or newer that has torch (the launcher installs "
+                f"geotrain itself), or install one there (python: is now {host.python!r})")
 
-        return (f"install geotrain for the Python the inventory names for this host (python: {host.python}), "
-                f"e.g. `{host.python} -m pip install 'geotrain=={__version__}'`, or set python: to one that has it")
+    def _install(self, host: Host, scope: str) -> str:
+        """Ship this geotrain to the host and install it (once per version); the Python that has it."""
+        from geotrain.files import geotrain_home
+        from geotrain.providers.shipping import build_wheel, install_script, parse_install_output
 
-    def _start_script(self, host: Host, node_id: str) -> str:
-        python = " ".join(shlex.quote(w) for w in shlex.split(host.python))
+        if self._wheel is None:
+            self._wheel = build_wheel(geotrain_home() / "wheels")
+        wheel = self._wheel
+        link = self._link(host, scope)
+        link.upload([(wheel.path, f"{WHEELS}/{wheel.path.name}")], timeout_s=self.launch_timeout_s)
+        script = f"cd {_remote_path(WHEELS)} && " + install_script(wheel.path.name, python=host.python,
+                                                                    torch_index=self.torch_index)
+        result = link.run(script, timeout_s=self.launch_timeout_s + 600)
+        try:
+            installed = parse_install_output(result.stdout)
+        except ProviderError as exc:
+            raise ProviderError(f"installing geotrain on {host.describe()} failed: {exc}; "
+                                f"{self._install_hint(host)}", scope=scope) from exc
+        if installed.torch_installed:
+            self.notes.append(f"{host.describe()}: torch {installed.torch_installed} was installed (the host's "
+                              f"Python {host.python} had none)")
+        return installed.python
+
+    def _start_script(self, host: Host, node_id: str, python: str) -> str:
+        python = shlex.quote(python)
         ticks = max(1, int(self.agent_ready_timeout_s * 20))
         return f"""set -u
 umask 077
@@ -510,7 +547,7 @@ echo "GEOTRAIN-NODE-DIR $d"
 pid=$(cat agent.pid 2>/dev/null)
 if [ -n "$pid" ] && alive "$pid" && ours "$pid"; then :; else
   rm -f agent.json
-  setsid nohup {python} -m {shlex.quote(self.agent_module)} --bind {shlex.quote(host.host)} --port 0 \
+  setsid nohup {python} -m {shlex.quote(self.agent_module)} --bind 127.0.0.1 --port 0 \
 --root "$d" --token-file "$d/token" --cloud none >> agent.log 2>&1 < /dev/null &
   pid=$!
   echo "$pid" > agent.pid
@@ -590,12 +627,23 @@ echo "GEOTRAIN-STOPPED"
             if now is not None and now.get("stop_pending") and NodeState(now["state"]).ended:
                 now["stop_pending"] = False
                 self._save(paths, state)
+        with contextlib.suppress(OSError, subprocess.SubprocessError):  # the node's forwards go with its link
+            self._link(host).close()
         return True
 
-    def _endpoint(self, rec: dict[str, Any]) -> Any:
+    def _endpoint(self, rec: dict[str, Any], *, fresh: bool = False) -> Any:
+        """The agent's endpoint: a Unix socket here that the host's SSH link forwards to the agent's
+        loopback port (``fresh``: check the link and the forward first, and make them again if gone)."""
         from geotrain.providers.remote import AgentEndpoint
 
-        return AgentEndpoint(rec["host"]["host"], int(rec["agent"]["port"]), self._token(rec["run_id"]))
+        port = int(rec["agent"]["port"])
+        link = self._link(_host_of(rec), location_of(rec).zone_scope)
+        path = control_dir() / f"{link.name}-{rec['node_id']}-{port}.sock"
+        if fresh or not path.exists():
+            if not link.up():
+                path.unlink(missing_ok=True)
+            link.forward_local(path, port)
+        return AgentEndpoint("127.0.0.1", port, self._token(rec["run_id"]), socket=str(path))
 
     def _token(self, run_id: str) -> str:
         if self._token_for is None:
@@ -605,11 +653,16 @@ echo "GEOTRAIN-STOPPED"
         return self._token_for(run_id)
 
     def _healthy(self, rec: dict[str, Any]) -> bool:
-        health = self.channel().health(self._endpoint(rec))
-        if health is None:
-            return False
-        node_dir = health.get("node_dir") if isinstance(health, dict) else None
-        return node_dir is None or node_dir == rec.get("node_dir")  # not another agent on a reused port
+        """The agent answers for this node (through the host's SSH link, opened again if it broke)."""
+        for fresh in (False, True):
+            try:
+                health = self.channel().health(self._endpoint(rec, fresh=fresh))
+            except ProviderError:
+                return False  # the host cannot be reached over SSH at all
+            if health is not None:
+                node_dir = health.get("node_dir") if isinstance(health, dict) else None
+                return node_dir is None or node_dir == rec.get("node_dir")  # not another agent on a reused port
+        return False
 
     def _reconcile(self, running: list[dict[str, Any]]) -> None:
         """End the given running nodes whose agents do not answer as lost, and stop what is left of them."""
@@ -643,64 +696,30 @@ echo "GEOTRAIN-STOPPED"
 
     # -- ssh -----------------------------------------------------------------------------------
 
+    def _link(self, host: Host, scope: str | None = None) -> SshLink:
+        return SshLink(SshTarget(host.host, host.user, host.port, host.key, self.known_hosts, self.ssh_config,
+                                 self.connect_timeout_s), ssh=self.ssh, scope=scope)
+
     def _ssh_argv(self, host: Host, script: str) -> list[str]:
-        return self._ssh_options(host) + ["--", f"exec /bin/sh -c {shlex.quote(script)}"]
+        return self._link(host).argv(script)
 
     def _ssh_options(self, host: Host, *, batch: bool = True) -> list[str]:
         """ssh and its options up to the host (``batch``: never a prompt; a login may ask for a passphrase)."""
-        argv = [self.ssh]
-        if self.ssh_config is not None:
-            argv += ["-F", self.ssh_config]
-        known = f'"{self.known_hosts}"' if " " in self.known_hosts else self.known_hosts
-        argv += (["-o", "BatchMode=yes"] if batch else []) + [
-            "-o", "StrictHostKeyChecking=yes", "-o", f"UserKnownHostsFile={known}",
-            "-o", f"ConnectTimeout={max(1, round(self.connect_timeout_s))}",
-            "-o", "ServerAliveInterval=5", "-o", "ServerAliveCountMax=3", "-p", str(host.port)]
-        if host.key:
-            argv += ["-i", host.key, "-o", "IdentitiesOnly=yes"]
-        return argv + ["-l", host.user, host.host]
+        return self._link(host).options(batch=batch)
 
     def _run_ssh(self, host: Host, script: str, *, stdin: str, timeout_s: float,
                  scope: str | None) -> subprocess.CompletedProcess[str]:
         """Run ``script`` on ``host``; ssh's own failures (exit 255) become geotrain errors. A timeout
         (subprocess.TimeoutExpired) is the caller's to map: the script may have run."""
-        argv = self._ssh_argv(host, script)
         try:
-            result = subprocess.run(argv, input=stdin, capture_output=True, text=True, timeout=timeout_s)
+            return self._link(host, scope).run(script, stdin=stdin, timeout_s=timeout_s)
         except FileNotFoundError as exc:
             raise ProviderError(f"the ssh client ({self.ssh}) is not installed; install OpenSSH's client "
                                 "(apt-get install openssh-client)", scope=scope) from exc
-        if result.returncode == 255:
-            raise self._ssh_error(host, result.stderr, scope) from SSHFailure(argv, 255, result.stderr)
-        return result
-
-    def _ssh_error(self, host: Host, stderr: str, scope: str | None) -> ProviderError:
-        text = stderr.strip()
-        last = text.splitlines()[-1] if text else "no message"
-        key = host.key or "ssh's default keys (ssh-agent, ~/.ssh/id_*)"
-        if "Permission denied" in text:
-            return CredentialsError(
-                f"SSH login to {host.describe()} was refused ({last}) with {key}: add that key's public half to "
-                f"~{host.user}/.ssh/authorized_keys on {host.host}, or set key: for this host in the inventory",
-                scope=scope)
-        if "REMOTE HOST IDENTIFICATION HAS CHANGED" in text or "has changed" in text:
-            return CredentialsError(
-                f"the host key of {host.host}:{host.port} does not match the one in {self.known_hosts}: if the "
-                f"machine was reinstalled, remove the old entry (ssh-keygen -R '[{host.host}]:{host.port}' -f "
-                f"{self.known_hosts}) and add the new one after checking its fingerprint; otherwise someone may be "
-                "intercepting the connection", scope=scope)
-        if "Host key verification failed" in text or "host key is known" in text:
-            return CredentialsError(
-                f"the host key of {host.host}:{host.port} is not in {self.known_hosts}: add it with "
-                f"`ssh-keyscan -p {host.port} {host.host} >> {self.known_hosts}` and check its fingerprint "
-                f"(ssh-keygen -lf {self.known_hosts}) against the machine's own (ssh-keygen -lf "
-                "/etc/ssh/ssh_host_ed25519_key.pub, run there)", scope=scope)
-        return ProviderError(f"cannot reach {host.describe()} over SSH ({last}); check that the machine is up, "
-                             "that sshd runs on it and that this machine can reach its port", scope=scope)
 
     def _try_login(self, host: Host) -> ProviderError | None:
         python = " ".join(shlex.quote(w) for w in shlex.split(host.python))
-        script = f"{python} -c {shlex.quote('import ' + self.agent_module)} 2>&1 || exit 3"
+        script = f"{python} -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>&1 || exit 3"
         try:
             result = self._run_ssh(host, script, stdin="", timeout_s=self.connect_timeout_s + 30, scope=None)
         except ProviderError as exc:
@@ -708,8 +727,8 @@ echo "GEOTRAIN-STOPPED"
         except subprocess.TimeoutExpired as exc:
             return ProviderError(f"SSH to {host.describe()} did not finish within {exc.timeout:.0f} s")
         if result.returncode == 3:
-            said = (result.stdout.strip().splitlines() or ["no message"])[-1][-300:]
-            return ProviderError(f"{host.describe()} cannot run the node agent ({said}); "
+            said = (result.stdout.strip().splitlines() or ["it is older than 3.11"])[-1][-300:]
+            return ProviderError(f"{host.describe()} has no Python 3.11 or newer as {host.python!r} ({said}); "
                                  f"{self._install_hint(host)}")
         if result.returncode != 0:
             return ProviderError(f"SSH to {host.describe()} exited {result.returncode}: "

@@ -9,15 +9,15 @@ whose ``poll`` also copies the command's new output into the launcher's log file
 from __future__ import annotations
 
 import contextlib
+import http.client
 import json
 import os
 import secrets
 import signal
+import socket
 import subprocess
 import time
-import urllib.error
-import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -64,14 +64,21 @@ def hide_token(text: str, token: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class AgentEndpoint:
+    """Where a node agent answers: ``host:port``, or ``socket``, a Unix socket on this machine that
+    ssh forwards to the agent's loopback port on the node (``geotrain.providers.sshlink``)."""
+
     host: str
     port: int
     token: str
+    socket: str | None = None
 
     @property
     def url(self) -> str:
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"http://{host}:{self.port}"
+
+    def describe(self) -> str:
+        return f"{self.host} (through {self.socket})" if self.socket else f"{self.host}:{self.port}"
 
 
 class AgentError(OSError):
@@ -82,19 +89,41 @@ class AgentError(OSError):
         self.status = status
 
 
+class _UnixConnection(http.client.HTTPConnection):
+    def __init__(self, path: str, timeout: float) -> None:
+        super().__init__("localhost", timeout=timeout)
+        self.path = path
+
+    def connect(self) -> None:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(self.timeout)
+        try:
+            sock.connect(self.path)
+        except OSError:
+            sock.close()
+            raise
+        self.sock = sock
+
+
 def _call(endpoint: AgentEndpoint, method: str, path: str, body: dict[str, Any] | None, timeout_s: float) -> bytes:
     data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(endpoint.url + path, data=data, method=method, headers={
-        "Authorization": f"Bearer {endpoint.token}", "Content-Type": "application/json"})
+    headers = {"Authorization": f"Bearer {endpoint.token}", "Content-Type": "application/json"}
+    if endpoint.socket is not None:
+        connection = _UnixConnection(endpoint.socket, timeout_s)
+    else:
+        connection = http.client.HTTPConnection(endpoint.host, endpoint.port, timeout=timeout_s)
     try:
-        with urllib.request.urlopen(request, timeout=timeout_s) as answer:  # noqa: S310 - the node's own address
-            return answer.read()
-    except urllib.error.HTTPError as exc:
-        detail = exc.read().decode(errors="replace")[:300]
-        raise AgentError(exc.code, f"node agent at {endpoint.host}:{endpoint.port} answered {exc.code}: {detail}") from exc
-    except (urllib.error.URLError, OSError) as exc:
-        reason = getattr(exc, "reason", exc)
-        raise AgentError(0, f"node agent at {endpoint.host}:{endpoint.port} not reachable: {reason}") from exc
+        connection.request(method, path, body=data, headers=headers)
+        answer = connection.getresponse()
+        payload = answer.read()
+    except (OSError, http.client.HTTPException) as exc:
+        raise AgentError(0, f"node agent at {endpoint.describe()} not reachable: {exc}") from exc
+    finally:
+        connection.close()
+    if answer.status >= 400:
+        detail = payload.decode(errors="replace")[:300]
+        raise AgentError(answer.status, f"node agent at {endpoint.describe()} answered {answer.status}: {detail}")
+    return payload
 
 
 class RemoteProcess:
@@ -174,8 +203,10 @@ class AgentChannel:
         except (AgentError, ValueError):
             return None
 
-    def wait_ready(self, endpoint: AgentEndpoint, alive: Callable[[], bool]) -> dict[str, Any]:
-        """Wait until the agent answers (a VM's startup script may still be installing geotrain)."""
+    def wait_ready(self, endpoint: AgentEndpoint, alive: Callable[[], bool],
+                   stop: Callable[[], bool] = lambda: False) -> dict[str, Any]:
+        """Wait until the agent answers (a VM's startup script may still be installing geotrain);
+        ProviderError as soon as ``stop()`` says the caller gave up."""
         deadline = time.monotonic() + self.ready_timeout_s
         delay = 0.05
         while True:
@@ -185,6 +216,8 @@ class AgentChannel:
                 if exc.status == 401:
                     raise ProviderError(f"{exc}: the node holds another run's token") from exc
                 last = exc
+            if stop():
+                raise ProviderError(f"stopped while waiting for the node agent ({last})")
             if not alive():
                 raise ProviderError(f"the node ended before its agent answered ({last})")
             if time.monotonic() > deadline:
@@ -194,12 +227,15 @@ class AgentChannel:
             delay = min(delay * 2, 2.0)
 
     def start(self, endpoint: AgentEndpoint, argv: list[str], env: dict[str, str], log_path: Path,
-              cwd: Path | None = None, *, alive: Callable[[], bool]) -> RemoteProcess:
-        """Run ``argv`` on the node (``env`` is its whole environment); ProviderError if the agent never
-        answers while the node lives."""
+              cwd: Path | str | None = None, *, alive: Callable[[], bool],
+              files: Mapping[str, str] | None = None) -> RemoteProcess:
+        """Run ``argv`` on the node (``env`` is its whole environment; ``files``: name → text, written
+        0600 into the node's directory before it starts); ProviderError if the agent never answers
+        while the node lives."""
         self.wait_ready(endpoint, alive)
         command_id = secrets.token_hex(8)
-        body = {"id": command_id, "argv": list(argv), "env": dict(env), "cwd": str(cwd) if cwd else None}
+        body = {"id": command_id, "argv": list(argv), "env": dict(env), "cwd": str(cwd) if cwd else None,
+                "files": dict(files or {})}
         try:
             answer = json.loads(_call(endpoint, "POST", "/v1/commands", body, self.timeout_s))
         except (AgentError, ValueError) as exc:

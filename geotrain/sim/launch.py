@@ -105,7 +105,7 @@ class SimProvider:
             raise NotFoundError(f"no node {node_id} in the replay")
         self.replay.terminate(node_id, reason)
 
-    def start(self, node_id, argv, env, log_path, cwd=None):  # noqa: ANN001, ANN201
+    def start(self, node_id, argv, env, log_path, cwd=None, files=None):  # noqa: ANN001, ANN201
         raise ProviderError("a replay runs no commands")
 
     def _info(self, node) -> NodeInfo:  # noqa: ANN001

@@ -67,16 +67,25 @@ class NoticeWatch:
         return self.flag
 
 
+def _config_path(name: str) -> Path:
+    """The generation's config: ``name`` as given, else in the node's directory (where the node agent
+    writes what the launcher sent with the command)."""
+    path = Path(name)
+    if not path.is_absolute() and not path.exists() and os.environ.get("GEOTRAIN_NODE_DIR"):
+        return Path(os.environ["GEOTRAIN_NODE_DIR"]) / name
+    return path
+
+
 def main(argv: list[str]) -> int:
     os.environ.setdefault("OMP_NUM_THREADS", "1")
-    config = json.loads(Path(argv[0]).read_text())
+    config = json.loads(_config_path(argv[0]).read_text())
     import torch
     import torch.distributed as dist
 
     from geotrain.domain import Continent, Location, link_class
     from geotrain.ledger import EventKind, Ledger
     from geotrain.train.checkpoint import CheckpointStore
-    from geotrain.train.ledger_relay import RELAY_ENV, RELAY_STORE, StoreLedger
+    from geotrain.train.ledger_relay import RELAY_ENV, RELAY_STORE, STORE_ENV, StoreLedger
     from geotrain.train.sync import ByteCounter, StepInput, make_sync
     from geotrain.train.workloads import WORKLOADS
 
@@ -95,6 +104,9 @@ def main(argv: list[str]) -> int:
         torch.use_deterministic_algorithms(True)
     notice = NoticeWatch(os.environ.get("GEOTRAIN_NODE_DIR"))
     store_cfg = config["store"]
+    if os.environ.get(STORE_ENV):  # where this node reaches the store (a port its SSH link forwards back)
+        host, _, port = os.environ[STORE_ENV].rpartition(":")
+        store_cfg = {**store_cfg, "host": host, "port": int(port)}
     base_store = dist.TCPStore(store_cfg["host"], store_cfg["port"], is_master=False,
                                timeout=timedelta(seconds=60))
     store = dist.PrefixStore(f"{store_cfg.get('prefix', '')}/gen{generation}/", base_store)

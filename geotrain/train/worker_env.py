@@ -48,6 +48,18 @@ def worker_env(extra: dict[str, str]) -> dict[str, str]:
     return env
 
 
+NODE_PASSED = ("LANG", "LC_ALL", "TZ", "PYTHONUNBUFFERED")  # what a node on another machine gets of this environment
+
+
+def node_env(extra: dict[str, str]) -> dict[str, str]:
+    """What a command on a node of *another* machine gets from here: ``extra`` and the locale, nothing
+    else (not this machine's paths, home or credentials); the node's agent adds the node user's own
+    ``HOME``, ``USER``, ``SHELL`` and ``PATH``."""
+    env = {k: os.environ[k] for k in NODE_PASSED if k in os.environ}
+    env.update(extra)
+    return env
+
+
 def outbound_address() -> str:
     """This machine's address on the route to the internet (no packet is sent); 127.0.0.1 without one.
     Behind NAT the nodes need the public address instead: ``--control-address``."""

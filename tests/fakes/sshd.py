@@ -171,7 +171,7 @@ UseDNS no
 PrintMotd no
 PrintLastLog no
 X11Forwarding no
-AllowTcpForwarding no
+AllowTcpForwarding yes
 AllowAgentForwarding no
 PermitTunnel no
 MaxStartups 64:30:128
