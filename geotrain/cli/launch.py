@@ -236,9 +236,62 @@ def stop(run_id: str = typer.Argument(..., help="The run to stop.")) -> None:
     console().print(stop_run(run_id))
 
 
-def cleanup(everything: bool = typer.Option(False, "--all", help="Also the namespaces of runs whose launcher still runs.")) -> None:
-    """Remove the network namespaces and delay lines that emulated-WAN runs left behind (a crashed launcher)."""
-    from geotrain.app.cleanup import cleanup as remove
+def cleanup(
+    everything: bool = typer.Option(False, "--all", help="Also the namespaces of runs whose launcher still runs."),
+    cloud: str = typer.Option(None, "--cloud", help="aws, gcp or azure: release the resources of geotrain runs "
+                                                     "there, found by their tags from any machine (no local state)."),
+    run_id: str = typer.Option(None, "--run", help="With --cloud: only this run's resources (default: every run's)."),
+    regions: list[str] = typer.Option(None, "--region", help="With --cloud: only this region (repeatable; default: "
+                                                             "every region the account has)."),
+    yes: bool = typer.Option(False, "--yes", "-y", help="With --cloud: release without asking."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="With --cloud: list what would be released; change nothing."),
+) -> None:
+    """Remove what emulated-WAN runs left behind (a crashed launcher); with --cloud, release a run's VMs, disks,
+    addresses and firewall rules on that cloud, found by their tags (after a launcher was killed)."""
+    if cloud is None:
+        if run_id or regions or dry_run:
+            from geotrain.errors import InputError
 
-    removed = remove(everything=everything)
-    console().print(f"removed {len(removed)}: {', '.join(removed)}" if removed else "nothing to remove")
+            raise InputError("--run, --region and --dry-run go with --cloud aws|gcp|azure")
+        from geotrain.app.cleanup import cleanup as remove
+
+        removed = remove(everything=everything)
+        console().print(f"removed {len(removed)}: {', '.join(removed)}" if removed else "nothing to remove")
+        return
+    _cloud_cleanup(cloud, run_id, tuple(regions or ()), yes=yes, dry_run=dry_run)
+
+
+def _cloud_cleanup(cloud: str, run_id: str | None, regions: tuple[str, ...], *, yes: bool, dry_run: bool) -> None:
+    from geotrain.app.cleanup import cloud_cleanup
+    from geotrain.errors import InputError, ProviderError
+
+    out = console()
+    what = f"run {run_id}" if run_id else "every geotrain run"
+    where = ", ".join(regions) if regions else "every region"
+    if not (yes or dry_run):  # list first, then ask
+        found = cloud_cleanup(cloud, run_id=run_id, regions=regions, dry_run=True)
+        for swept in found:
+            out.print(swept.line(), markup=False)
+        if not found:
+            out.print(f"{cloud}: nothing of {what} found in {where}", markup=False)
+            return
+        if not sys.stdin.isatty():
+            raise InputError("cleanup --cloud releases what it finds: give --yes (or --dry-run to list only)")
+        if not typer.confirm(f"Release these {len(found)} resource(s)?", default=False, err=True):
+            typer.echo("nothing released", err=True)
+            raise typer.Exit(1)
+    out.print(f"{cloud}: looking for the resources of {what} in {where} by their geotrain-run tag"
+              + (" (dry run: nothing is changed)" if dry_run else ""), markup=False)
+    swept = cloud_cleanup(cloud, run_id=run_id, regions=regions, dry_run=dry_run,
+                          say=lambda s: out.print(s.line(), markup=False))
+    left = [s for s in swept if not s.released]
+    if not swept:
+        out.print(f"{cloud}: nothing of {what} found", markup=False)
+    elif dry_run:
+        out.print(f"{cloud}: {len(swept)} resource(s) would be released", markup=False)
+    elif left:
+        raise ProviderError(f"{cloud}: {len(swept) - len(left)} of {len(swept)} resource(s) released; left: "
+                            + "; ".join(s.line() for s in left) + "; run `geotrain cleanup --cloud "
+                            f"{cloud}` again in a few minutes", scope=cloud)
+    else:
+        out.print(f"{cloud}: released all {len(swept)} resource(s)", markup=False)

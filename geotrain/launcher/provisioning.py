@@ -200,6 +200,8 @@ def launch_missing(la: Launch) -> list[LaunchFailure]:
                                           f"{missing} wanted node(s) in a blocked scope"))
             continue
         for k in range(missing):
+            if la.stop_requested:  # a stop between two launches: buy nothing more (the launcher ends the run)
+                break
             request = LaunchRequest(f"{la.run_id}/{offer_id}/{launched_before[offer_id] + k}", la.run_id, offer)
             try:
                 node = _launch_one(la, request)

@@ -153,12 +153,19 @@ class FaultInjector:
         self.inner.terminate(node_id, reason=reason)
 
     def start(self, node_id: str, argv: list[str], env: dict[str, str], log_path: Path,
-              cwd: Path | None = None) -> NodeProcess:
+              cwd: Path | str | None = None, files: Mapping[str, str] | None = None) -> NodeProcess:
         if node_id in self._doomed:
             self._doomed.discard(node_id)
             self.inner.terminate(node_id, reason="lost")
             self._record("start", node_id, "fault dies_before_start")
-        return self.inner.start(node_id, argv, env, log_path, cwd=cwd)
+        return self.inner.start(node_id, argv, env, log_path, cwd=cwd, files=files)
+
+    def booted(self, node_id: str) -> bool | None:
+        """The inner provider's :class:`~geotrain.providers.bootwatch.BootWatch` (ready, where it has none);
+        a node doomed to die before its start still boots: ``start`` ends it."""
+        from geotrain.providers.bootwatch import BootWatch
+
+        return self.inner.booted(node_id) if isinstance(self.inner, BootWatch) else True
 
     def preempt(self, node_id: str, *, notice_s: float = 0.0) -> None:
         preempt = getattr(self.inner, "preempt", None)

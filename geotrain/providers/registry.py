@@ -9,7 +9,7 @@ loads only when its provider is asked for.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -127,8 +127,15 @@ class Router:
         self._provider_of(node_id).terminate(node_id, reason=reason)
 
     def start(self, node_id: str, argv: list[str], env: dict[str, str], log_path: Path,
-              cwd: Path | None = None) -> NodeProcess:
-        return self._provider_of(node_id).start(node_id, argv, env, log_path, cwd=cwd)
+              cwd: Path | str | None = None, files: Mapping[str, str] | None = None) -> NodeProcess:
+        return self._provider_of(node_id).start(node_id, argv, env, log_path, cwd=cwd, files=files)
+
+    def booted(self, node_id: str) -> bool | None:
+        """The owning provider's :class:`~geotrain.providers.bootwatch.BootWatch` (ready, where it has none)."""
+        from geotrain.providers.bootwatch import BootWatch
+
+        provider = self._provider_of(node_id)
+        return provider.booted(node_id) if isinstance(provider, BootWatch) else True
 
     def login_command(self, node_id: str, command: Sequence[str] = ()) -> LoginCommand | None:
         provider = self._provider_of(node_id)

@@ -6,7 +6,7 @@ import contextlib
 import copy
 import re
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -21,6 +21,7 @@ from geotrain.providers.aws.errors import CREDENTIALS_HINT, is_server_error, tra
 from geotrain.providers.aws.records import TAG_END, TAG_OFFER, TAG_REQUEST, TAG_RUN
 from geotrain.providers.aws.state import Record, StateFile, by_node, group_key
 from geotrain.providers.base import Capabilities, LaunchRequest, NodeInfo, NodeState
+from geotrain.providers.bootwatch import PROBE_TIMEOUT_S, agent_answers
 from geotrain.providers.remote import AGENT_PORT, AgentChannel, AgentEndpoint, RemoteProcess, run_token
 from geotrain.providers.startup import startup_script
 
@@ -144,7 +145,7 @@ class AwsProvider:
         self._release_groups(rec["run_id"])
 
     def start(self, node_id: str, argv: list[str], env: dict[str, str], log_path: Path,
-              cwd: Path | None = None) -> RemoteProcess:
+              cwd: Path | str | None = None, files: Mapping[str, str] | None = None) -> RemoteProcess:
         node = self._refresh(node_id)
         deadline = time.monotonic() + self.channel.ready_timeout_s
         while not node.ended and not node.address and time.monotonic() < deadline:
@@ -157,7 +158,19 @@ class AwsProvider:
             raise ProviderError(f"node {node_id} has no address after {self.channel.ready_timeout_s:.0f} s",
                                 scope=node.location.zone_scope)
         endpoint = AgentEndpoint(node.address, self.agent_port, run_token(node.run_id))
-        return self.channel.start(endpoint, argv, env, Path(log_path), cwd, alive=lambda: self._alive(node_id))
+        return self.channel.start(endpoint, argv, env, Path(log_path), cwd, alive=lambda: self._alive(node_id),
+                                  files=files)
+
+    def booted(self, node_id: str) -> bool | None:
+        """:class:`~geotrain.providers.bootwatch.BootWatch`: one DescribeInstances, then one look at the node
+        agent once the instance runs and has an address (False: ended; None: not yet)."""
+        node = self._refresh(node_id)
+        if node.ended:
+            return False
+        if node.state != NodeState.RUNNING or not node.address:
+            return None
+        endpoint = AgentEndpoint(node.address, self.agent_port, run_token(node.run_id))
+        return agent_answers(endpoint, min(self.channel.timeout_s, PROBE_TIMEOUT_S))
 
     @classmethod
     def for_dry_run(cls, **settings: Any) -> AwsProvider:

@@ -185,7 +185,7 @@ class AzureProvider:
         self._teardown_network(rec["run_id"], rec["location"]["region"], rec["resource_group"])
 
     def start(self, node_id: str, argv: list[str], env: dict[str, str], log_path: Path,
-              cwd: Path | None = None) -> RemoteProcess:
+              cwd: Path | str | None = None, files: Mapping[str, str] | None = None) -> RemoteProcess:
         """Run ``argv`` on the node through its agent (see :class:`geotrain.providers.remote.AgentChannel`)."""
         rec = self._record(node_id)
         if rec["status"] != CREATED:
@@ -200,7 +200,26 @@ class AzureProvider:
             raise ProviderError(f"node {node_id} has no address yet; try again", scope=location_of(rec).zone_scope)
         endpoint = AgentEndpoint(rec["address"] or rec["private_address"], self.agent_port, self._token(rec["run_id"]))
         channel = self.channel if self.channel is not None else AgentChannel()
-        return channel.start(endpoint, argv, env, Path(log_path), cwd, alive=lambda: self._alive(node_id))
+        return channel.start(endpoint, argv, env, Path(log_path), cwd, alive=lambda: self._alive(node_id),
+                             files=files)
+
+    def booted(self, node_id: str) -> bool | None:
+        """:class:`~geotrain.providers.bootwatch.BootWatch`: the VM's instance view, then one look at the node
+        agent once it runs with an address (False: ended; None: not yet)."""
+        from geotrain.providers.bootwatch import PROBE_TIMEOUT_S, agent_answers
+
+        rec = self._record(node_id)
+        if rec["status"] != CREATED:
+            return None  # its launch has not finished
+        if not NodeState(rec["state"]).ended:
+            rec = self._refresh(rec)
+        if NodeState(rec["state"]).ended:
+            return False
+        address = rec["address"] or rec["private_address"]
+        if NodeState(rec["state"]) is not NodeState.RUNNING or not address:
+            return None
+        timeout_s = min(getattr(self.channel, "timeout_s", PROBE_TIMEOUT_S), PROBE_TIMEOUT_S)
+        return agent_answers(AgentEndpoint(address, self.agent_port, self._token(rec["run_id"])), timeout_s)
 
     def dry_run(self, request: LaunchRequest) -> list[dict[str, Any]]:
         """The SDK calls ``launch`` would make, in order; makes none (needs no credentials)."""

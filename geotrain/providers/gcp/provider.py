@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +18,7 @@ from geotrain.errors import (
     ProviderTimeoutError,
 )
 from geotrain.providers.base import Capabilities, LaunchRequest, NodeInfo, NodeProcess, NodeState
+from geotrain.providers.bootwatch import PROBE_TIMEOUT_S, agent_answers
 from geotrain.providers.gcp import records
 from geotrain.providers.gcp.clients import ComputeClients, Where, default_clients, environment_project
 from geotrain.providers.gcp.gce import Gce, NotSoldError
@@ -201,7 +202,7 @@ class GcpProvider:
         self._cleanup_firewall(rec["run_id"], rec["project"])
 
     def start(self, node_id: str, argv: list[str], env: dict[str, str], log_path: Path,
-              cwd: Path | None = None) -> NodeProcess:
+              cwd: Path | str | None = None, files: Mapping[str, str] | None = None) -> NodeProcess:
         from geotrain.providers.remote import AgentEndpoint, run_token
 
         node = self._refresh_one(node_id)
@@ -211,7 +212,20 @@ class GcpProvider:
                                 scope=node.location.zone_scope)
         endpoint = AgentEndpoint(node.address, self.agent_port, run_token(node.run_id))
         return self.channel.start(endpoint, list(argv), dict(env), Path(log_path), cwd,
-                                  alive=lambda: self._alive(node_id))
+                                  alive=lambda: self._alive(node_id), files=files)
+
+    def booted(self, node_id: str) -> bool | None:
+        """:class:`~geotrain.providers.bootwatch.BootWatch`: one ``instances.get`` (and the zone's preemptions
+        when it is gone), then one look at the node agent once the VM runs with an address."""
+        from geotrain.providers.remote import AgentEndpoint, run_token
+
+        node = self._refresh_one(node_id)
+        if node.ended:
+            return False
+        if node.state != NodeState.RUNNING or not node.address:
+            return None
+        endpoint = AgentEndpoint(node.address, self.agent_port, run_token(node.run_id))
+        return agent_answers(endpoint, min(getattr(self.channel, "timeout_s", PROBE_TIMEOUT_S), PROBE_TIMEOUT_S))
 
     @classmethod
     def for_dry_run(cls, **settings: Any) -> GcpProvider:
