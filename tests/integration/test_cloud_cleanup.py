@@ -174,3 +174,34 @@ def test_gcp_cleanup_in_one_region_leaves_the_rules_other_regions_still_use(gcp,
     result = runner.invoke(app, ["cleanup", "--cloud", "gcp", "--yes"])
     assert result.exit_code == 0, result.output
     assert gcp.live_instances() == [] and not [n for n in gcp.firewalls if n.startswith("gt-run-a")]
+
+
+# ---- Azure ----------------------------------------------------------------------------------------
+
+
+def test_azure_sweep_from_a_fresh_home_deletes_the_run_vms_and_its_resource_group(tmp_path, monkeypatch):
+    """The Azure stack has no endpoint variable for its ARM URL (AWS_ENDPOINT_URL, GEOTRAIN_GCP_ENDPOINT), so
+    the sweep is called with the fake's clients rather than through the CLI; nothing else is shared."""
+    from geotrain.providers.azure import azure_clients
+    from geotrain.providers.azure.sweep import sweep
+    from tests.contract.harness_azure import AZURE_LOCATION, FakeCredential, azure_provider
+    from tests.fakes.azure_server import SUBSCRIPTION_ID
+    from tests.fakes.azure_vms import AzureVmFake
+
+    fake = AzureVmFake(regions=set()).start()
+    try:
+        provider = azure_provider(fake, tmp_path / "launcher-home")
+        nodes = [provider.launch(request(AZURE_LOCATION, "run-killed", n)) for n in range(2)]
+        other = provider.launch(request(AZURE_LOCATION, "run-other"))
+        fresh_home(tmp_path, monkeypatch)
+        clients = azure_clients(credential=FakeCredential(), subscription_id=SUBSCRIPTION_ID, arm_url=fake.url,
+                                enforce_https=False, retry_total=0)
+        listed = sweep(run_id="run-killed", dry_run=True, clients=clients)
+        assert {s.resource_id for s in listed if s.kind == "vm"} == {n.node_id for n in nodes}
+        assert fake.vm(nodes[0].node_id) is not None
+        swept = sweep(run_id="run-killed", clients=clients)
+        assert all(s.released for s in swept) and {s.kind for s in swept} == {"vm", "resource-group"}
+        assert all(fake.vm(n.node_id) is None for n in nodes) and fake.vm(other.node_id) is not None
+        assert sweep(run_id="run-killed", clients=clients) == []
+    finally:
+        fake.stop()
