@@ -45,6 +45,7 @@ from geotrain.config import sync_to_mapping
 from geotrain.domain import Objective, Offer, Plan
 from geotrain.errors import GeotrainError, ProviderError, RunError
 from geotrain.files import atomic_write_text, geotrain_home
+from geotrain.launcher.boot import boot_generation, release_all
 from geotrain.launcher.injector import Injector
 from geotrain.launcher.metering import WireMeter
 from geotrain.launcher.options import LaunchOptions, RunOutcome, Status
@@ -297,9 +298,7 @@ class Launcher:
     def _terminate_all(self, reason: str) -> None:
         self._kill_workers()
         self._meter()
-        for node in self.provider.list(self.run_id):
-            if node.state in (NodeState.RUNNING, NodeState.PENDING):
-                self.provider.terminate(node.node_id, reason=reason)
+        release_all(self.provider, self.run_id, reason)  # many at a time: a stop releases a large mix in seconds
         still_open = {row.node_id for row in self.ledger.nodes(self.run_id) if row.ended_at is None}
         for node in self.provider.list(self.run_id):  # the ledger takes the provider's end times
             if node.state == NodeState.PREEMPTED and node.node_id in still_open:  # taken while the run ended
@@ -314,8 +313,10 @@ class Launcher:
 
     def _start_generation(self, members: list[NodeInfo]) -> bool:
         """Start one worker per member. False: a member died before its worker started (a boot
-        failure, met by blocking its zone and re-planning)."""
+        failure, met by blocking its zone and re-planning), or a stop was asked while they booted."""
         self.members = members
+        if not boot_generation(self, members):  # every member's agent answers (in parallel, stoppable)
+            return False
         world = len(members)
         t = self.training
         table = [{

@@ -3,8 +3,7 @@ answer (no hypervisor boots them: nothing listens on their agent port) is sent S
 waits for them; every instance is terminated in moto well within a minute, not after 600 s per node.
 
 The launcher's boot wait is :func:`geotrain.launcher.boot.boot_generation`, which
-``Launcher._start_generation`` calls first (``WiredLauncher`` makes that call here, so the test measures
-the same path whether or not loop.py has it yet).
+``Launcher._start_generation`` calls first.
 """
 
 from __future__ import annotations
@@ -19,13 +18,11 @@ import boto3
 import pytest
 
 from geotrain.domain import JobSpec, Objective, SyncSettings, SyncStrategyName
-from geotrain.launcher.boot import boot_generation
 from geotrain.launcher.loop import Launcher
 from geotrain.launcher.options import LaunchOptions
 from geotrain.ledger import Ledger
 from geotrain.planning.planner import PlanOptions, plan_for_nodes
 from geotrain.pricing.snapshot import bundled_snapshot
-from geotrain.providers.base import NodeInfo
 from geotrain.providers.remote import AgentChannel
 from tests.contract.harness_aws import aws_provider
 from tests.fakes.aws import FakeAws
@@ -33,13 +30,6 @@ from tests.fakes.aws import FakeAws
 pytestmark = pytest.mark.slow
 
 STOP_TO_RELEASED_S = 60.0  # the issue's target, whatever the number of nodes
-
-
-class WiredLauncher(Launcher):
-    def _start_generation(self, members: list[NodeInfo]) -> bool:
-        if not boot_generation(self, members):
-            return False
-        return super()._start_generation(members)
 
 
 def two_node_plan():  # noqa: ANN201
@@ -53,7 +43,7 @@ def test_ctrl_c_during_boot_releases_every_instance_within_a_minute(tmp_path: Pa
         provider = aws_provider(fake, None, channel=AgentChannel())  # the real 600 s ready timeout
         options = LaunchOptions(train_workload="tiny-cnn", steps=10, checkpoint_url=str(tmp_path / "ckpt"),
                                 control_address="127.0.0.1", backoff_s=0.05)
-        launcher = WiredLauncher(two_node_plan(), provider, options=options)
+        launcher = Launcher(two_node_plan(), provider, options=options)
         run_id = launcher.start()
         running = threading.Event()
         marks: dict[str, float] = {}
