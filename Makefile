@@ -37,10 +37,12 @@ demo: $(VENV)/.demo-installed
 
 test: $(VENV)/.test-installed
 	sh scripts/ensure_sshd.sh  # the on-prem provider's tests talk to a real sshd
+	sh scripts/ensure_hosts.sh  # nft & co. for the faithful remote hosts (tests/fakes/hosts.py)
 	$(BIN)/python -m pytest -m "not slow" -n $(WORKERS) $(PYTEST_ARGS)
 
 test-all: $(VENV)/.test-installed
 	sh scripts/ensure_sshd.sh
+	sh scripts/ensure_hosts.sh
 	GEOTRAIN_TEST_ALL=1 $(BIN)/python -m pytest --durations=20 --junitxml=$(REPORT) $(PYTEST_ARGS)
 	$(BIN)/python scripts/check_suite.py $(REPORT)
 
