@@ -289,10 +289,6 @@ class SSHAccess:
 # ------------------------------------------------------------------------------------------------- world
 
 
-def _world_names(idx: int) -> dict[str, str]:
-    return {"prefix": f"gt{idx}-", "root_link": f"gt{idx}l", "root_table": f"gt{idx}", "user_re": rf"gt{idx}u\d+"}
-
-
 class World:
     """A private network of namespaces: an "internet", LANs (:meth:`lan`) and hosts on them. Close it
     (or use it as a context manager): :meth:`close` removes everything it made, even after failures."""
