@@ -308,17 +308,18 @@ class OnPremProvider:
     def dry_run(self, request: LaunchRequest) -> list[dict[str, Any]]:
         """The ssh commands ``launch`` would run (on the first machine free now), token hidden: ship this
         geotrain's wheel, install it, start the agent. Runs nothing."""
-        from geotrain.providers.shipping import install_script
+        from geotrain.providers.shipping import install_script, wheel_name
 
         hosts = self._hosts_for(request.offer)
         with self._locked() as paths:
             host = self._free_host(self._load(paths), hosts) or hosts[0]
-        install = f"cd {_remote_path(WHEELS)} && " + install_script("<wheel of this geotrain>", python=host.python,
+        python = host.python if len(shlex.split(host.python)) == 1 else f"{DEFAULT_ROOT}/image-python"
+        install = f"cd {_remote_path(WHEELS)} && " + install_script(wheel_name(), python=python,
                                                                      torch_index=self.torch_index)
         script = self._start_script(host, "<node id>", "<python of the installed geotrain>")
         argv = self._ssh_argv(host, script)
         return [{"call": "ssh", "params": {"host": host.describe(), "argv": argv[:argv.index("--")] + ["--", "tar -x"],
-                                           "stdin": "<wheel of this geotrain>", "what": f"copy the wheel to {WHEELS}"}},
+                                           "stdin": "<tar of this geotrain's wheel>", "what": f"copy the wheel to {WHEELS}"}},
                 {"call": "ssh", "params": {"host": host.describe(), "argv": self._ssh_argv(host, install),
                                            "stdin": "", "script": install}},
                 {"call": "ssh", "params": {"host": host.describe(), "argv": argv,
@@ -520,7 +521,15 @@ class OnPremProvider:
         wheel = self._wheel
         link = self._link(host, scope)
         link.upload([(wheel.path, f"{WHEELS}/{wheel.path.name}")], timeout_s=self.launch_timeout_s)
-        script = f"cd {_remote_path(WHEELS)} && " + install_script(wheel.path.name, python=host.python,
+        python = host.python
+        words = shlex.split(python)
+        if len(words) > 1:  # "env X=1 /opt/py": a one-word wrapper for the install script
+            wrapper = f"exec {' '.join(shlex.quote(w) for w in words)} \"$@\""
+            made = link.run(f"mkdir -p {_remote_path(DEFAULT_ROOT)} && w={_remote_path(DEFAULT_ROOT)}/image-python && "
+                            f"printf '#!/bin/sh\\n%s\\n' {shlex.quote(wrapper)} > \"$w\" && chmod 700 \"$w\" && "
+                            'printf %s "$w"', timeout_s=self.connect_timeout_s + 30)
+            python = made.stdout.strip()
+        script = f"cd {_remote_path(WHEELS)} && " + install_script(wheel.path.name, python=python,
                                                                     torch_index=self.torch_index)
         result = link.run(script, timeout_s=self.launch_timeout_s + 600)
         try:

@@ -235,6 +235,11 @@ def _file_sha256(path: Path) -> str:
     return h.hexdigest()
 
 
+def wheel_name() -> str:
+    """The file name :func:`build_wheel` gives this geotrain's wheel (nothing is written)."""
+    return wheel_file_name(f"{base_version()}+g{content_hash(package_files(package_dir()))[:12]}")
+
+
 def build_wheel(cache_dir: Path) -> Wheel:
     """A wheel of the geotrain this process imports, built into ``cache_dir`` or taken from it.
 
@@ -521,7 +526,7 @@ fi
 # The image's Python: the first >= 3.11 that has torch, else the first >= 3.11.
 PY=
 FIRST=
-for c in @PYTHON_NAMES@ @PYTHON_PATHS@; do
+for c in @CANDIDATES@; do
   case "$c" in
     /*) [ -x "$c" ] || continue; p="$c" ;;
     *) p=$(command -v "$c" 2>/dev/null) || continue ;;
@@ -534,7 +539,7 @@ for c in @PYTHON_NAMES@ @PYTHON_PATHS@; do
 done
 [ -n "$PY" ] || PY="$FIRST"
 if [ -z "$PY" ]; then
-  echo "GEOTRAIN-ERROR no Python 3.11 or newer on this node (looked for @PYTHON_NAMES@ on PATH and @PYTHON_PATHS@); use an image with Python >= 3.11 or put one on PATH"
+  echo "GEOTRAIN-ERROR no Python 3.11 or newer on this node (looked for @LOOKED@); use an image with Python >= 3.11 or put one on PATH"
   exit 1
 fi
 exec "$PY" -I - "$WHEEL" "$VERSION" "$VENV" "$TORCH_INDEX" @TORCH_REQ@ @CPU_INDEX@ @PYPI_INDEX@ @IMPORTS@ @LOCK_WAIT_S@ <<'GEOTRAIN_PY_EOF'
@@ -543,12 +548,14 @@ GEOTRAIN_PY_EOF
 '''
 
 
-def install_script(wheel_name: str, *, venv_dir: str = DEFAULT_VENV_DIR, torch_index: str | None = None) -> str:
+def install_script(wheel_name: str, *, venv_dir: str = DEFAULT_VENV_DIR, torch_index: str | None = None,
+                   python: str | None = None) -> str:
     """A POSIX sh script (bash or dash) that installs geotrain on a node from the uploaded wheel.
 
     It runs on the node as its unprivileged user with the wheel ``wheel_name`` in its working
-    directory, and never uses sudo. It picks the image's Python (the first of ``PYTHON_NAMES`` on
-    PATH, then ``PYTHON_PATHS``, that is >= 3.11, preferring one that has torch); creates
+    directory, and never uses sudo. It picks the image's Python (``python``, a command or path, when
+    given; else the first of ``PYTHON_NAMES`` on PATH, then ``PYTHON_PATHS``, that is >= 3.11,
+    preferring one that has torch); creates
     ``venv_dir`` (``{label}`` is the wheel's label; ``~/`` is the node user's home) with
     ``--system-site-packages`` and a ``.pth`` that adds the image Python's own site-packages, so
     the image's torch and numpy are used even when its Python is a venv or conda env; installs the
@@ -567,9 +574,14 @@ def install_script(wheel_name: str, *, venv_dir: str = DEFAULT_VENV_DIR, torch_i
     if torch_index is not None and (not torch_index or any(c.isspace() for c in torch_index)):
         raise ValueError(f"torch_index {torch_index!r} must be a URL without spaces")
     q = shlex.quote
+    if python is not None and (not python or any(c.isspace() for c in python)):
+        raise ValueError(f"python {python!r} must be one command or path (wrap words in a script)")
+    candidates = q(python) if python else " ".join(PYTHON_NAMES + PYTHON_PATHS)
+    looked = f"{python}, as configured" if python else \
+        f"{' '.join(PYTHON_NAMES)} on PATH and {' '.join(PYTHON_PATHS)}"
     subst = {
         "@WHEEL@": q(wheel_name), "@VERSION@": q(version), "@TORCH_INDEX@": q(torch_index or ""),
-        "@VENV@": venv, "@PYTHON_NAMES@": " ".join(PYTHON_NAMES), "@PYTHON_PATHS@": " ".join(PYTHON_PATHS),
+        "@VENV@": venv, "@CANDIDATES@": candidates, "@LOOKED@": looked.replace('"', "'"),
         "@TORCH_REQ@": q(TORCH_REQUIREMENT), "@CPU_INDEX@": q(TORCH_CPU_INDEX), "@PYPI_INDEX@": q(PYPI_INDEX),
         "@IMPORTS@": q(",".join(NODE_IMPORTS)), "@LOCK_WAIT_S@": str(LOCK_WAIT_S),
         "@NODE_PY@": _NODE_PY.strip("\n"),

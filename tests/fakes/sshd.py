@@ -90,10 +90,17 @@ class FakeSSHD:
         return self.log_tail(10**9).count("Accepted publickey")
 
     def stop(self) -> None:
+        """The server goes away with every connection it holds (a machine that became unreachable)."""
         proc, self.proc = self.proc, None
         if proc is None:
             return
         if proc.poll() is None:
+            from tests.fakes.vms import descendants
+
+            for pid in descendants(proc.pid)[1:]:  # the connections' own sshd processes
+                with contextlib.suppress(ProcessLookupError, PermissionError, FileNotFoundError):
+                    if Path(f"/proc/{pid}/comm").read_text().strip() == "sshd":
+                        os.kill(pid, signal.SIGKILL)
             # sshd leads its own session: the group holds it and any session process it forked.
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(proc.pid, signal.SIGTERM)

@@ -170,8 +170,8 @@ def test_from_environment_reads_the_inventory_named_by_the_environment(
     with pytest.raises(ProviderError, match=r"lists no hosts in .*sites.yaml: add hosts:") as info:
         provider.launch(request("run-x", kind="cpu-box"))
     assert info.value.scope == SITE.zone_scope
-    [step] = OnPremProvider.for_dry_run(inventory=path).dry_run(request("run-x"))
-    assert step["params"]["host"] == "alice@10.0.0.11:22"
+    steps = OnPremProvider.for_dry_run(inventory=path).dry_run(request("run-x"))
+    assert [step["params"]["host"] for step in steps] == ["alice@10.0.0.11:22"] * 3
     monkeypatch.delenv("GEOTRAIN_ONPREM_INVENTORY")
     with pytest.raises(CredentialsError, match="no on-prem machines are listed.*GEOTRAIN_ONPREM_INVENTORY"):
         OnPremProvider.from_environment().check_credentials()
@@ -189,7 +189,7 @@ def test_launch_claims_a_free_machine_and_starts_the_agent_on_it(
     agent = provider.agent_of(first.node_id)
     assert agent["node_dir"] == str(node_root / first.node_id)
     assert node_processes(node_root) == {agent["pid"]: "agent"}
-    assert _listening(ADDRESSES[0], agent["port"]) and not _listening("127.0.0.1", agent["port"])  # --bind host
+    assert _listening("127.0.0.1", agent["port"]) and not _listening(ADDRESSES[0], agent["port"])  # loopback only
     # The token travelled on stdin into a 0600 file; it is on no command line and not in the state.
     token_file = Path(agent["node_dir"]) / "token"
     assert token_file.read_text().strip() == run_token("run-a")
@@ -316,30 +316,47 @@ def test_an_agent_that_cannot_start_fails_the_launch_with_its_log(
     assert node_processes(node_root) == {}
 
 
+def slow_ssh(folder: Path) -> str:
+    """An ssh client whose agent start script waits 2 s on the host after starting the agent (a slow
+    host), before it reports."""
+    path = folder / "slow-ssh"
+    path.write_text(f"""#!{sys.executable}
+import os, sys
+argv = [a.replace("i=0\\nwhile [ ! -s agent.json ]", "sleep 2\\ni=0\\nwhile [ ! -s agent.json ]")
+        if "GEOTRAIN-AGENT" in a else a for a in sys.argv[1:]]
+os.execvp("ssh", ["ssh", *argv])
+""")
+    path.chmod(0o700)
+    return str(path)
+
+
 def test_a_launch_that_times_out_is_found_by_its_retry(
-        make: Callable[..., OnPremProvider], hosts: Callable[..., list[Host]], node_root: Path) -> None:
-    # The "host's Python" takes 2 s to start: the launcher gives up after 1 s, not knowing the outcome.
-    slow = f"sh -c 'sleep 2; exec \"$0\" \"$@\"' {sys.executable}"
+        make: Callable[..., OnPremProvider], hosts: Callable[..., list[Host]], node_root: Path, tmp_path: Path) -> None:
+    # The host takes 2 s to report its agent: the launcher gives up after 1 s, not knowing the outcome.
+    warm = make()
+    warm.terminate(warm.launch(request("warm-up")).node_id)  # installed on the host: only the agent's start is timed
     req = request("run-a")
     with pytest.raises(ProviderTimeoutError, match="may be running: launch the same request again") as info:
-        make(hosts(1, python=slow), launch_timeout_s=1.0).launch(req)
+        make(hosts(1), ssh=slow_ssh(tmp_path), launch_timeout_s=1.0).launch(req)
     assert info.value.scope == SITE.zone_scope
     [pending] = make().list("run-a")
     assert pending.state is NodeState.PENDING
-    node = make(hosts(1, python=slow)).launch(req)  # takes the launch over: the agent started meanwhile
+    node = make(ssh=slow_ssh(tmp_path)).launch(req)  # takes the launch over: the agent started meanwhile
     assert (node.node_id, node.state) == (pending.node_id, NodeState.RUNNING)
     assert list(node_processes(node_root).values()) == ["agent"]  # no second agent
 
 
 def test_a_connection_that_breaks_while_the_agent_starts_is_a_timeout_and_the_retry_finds_the_node(
-        make: Callable[..., OnPremProvider], hosts: Callable[..., list[Host]], sshd: FakeSSHD, node_root: Path) -> None:
-    slow = f"sh -c 'sleep 2; exec \"$0\" \"$@\"' {sys.executable}"
+        make: Callable[..., OnPremProvider], hosts: Callable[..., list[Host]], sshd: FakeSSHD, node_root: Path,
+        tmp_path: Path) -> None:
+    warm = make(hosts(1))
+    warm.terminate(warm.launch(request("warm-up")).node_id)  # installed: what follows is the agent's start
     req = request("run-a")
     errors: list[BaseException] = []
 
     def launch() -> None:
         try:
-            make(hosts(1, python=slow)).launch(req)
+            make(hosts(1), ssh=slow_ssh(tmp_path)).launch(req)
         except BaseException as exc:  # noqa: BLE001 - handed to the test
             errors.append(exc)
 
@@ -360,7 +377,7 @@ def test_a_connection_that_breaks_while_the_agent_starts_is_a_timeout_and_the_re
     [error] = errors
     assert isinstance(error, ProviderTimeoutError), error
     assert "broke while the node agent was being started" in str(error)
-    node = make(hosts(1, python=slow)).launch(req)
+    node = make(hosts(1), ssh=slow_ssh(tmp_path)).launch(req)
     assert node.state is NodeState.RUNNING
     assert list(node_processes(node_root).values()) == ["agent"]
 
@@ -447,9 +464,13 @@ def test_start_runs_commands_through_the_agent(make: Callable[..., OnPremProvide
     node = provider.launch(request("run-a"))
     log = tmp_path / "echo.log"
     log.write_text("before\n")
-    argv = [sys.executable, "-c", "import os; print(os.environ['V'], os.environ.get('HOME'))"]
+    argv = ["python", "-c", "import os, sys, importlib.metadata as m; print(os.environ['V'], os.environ.get('HOME'), "
+            "m.version('geotrain'), sys.prefix.startswith(os.path.expanduser('~/.geotrain-node/venv-')))"]
     assert provider.start(node.node_id, argv, {"V": "hello"}, log).wait(timeout=30) == 0
-    assert log.read_text() == "before\nhello None\n"
+    home = os.path.expanduser(f"~{provider.hosts[(SITE.region, KIND)][0].user}")  # the node user's, not ours
+    from geotrain.providers.shipping import wheel_name
+    version = wheel_name().split("-")[1]
+    assert log.read_text() == f"before\nhello {home} {version} True\n"  # the shipped geotrain, in its venv
     with pytest.raises(NotFoundError):
         provider.start("no-such-node", argv, {}, log)
     provider.terminate(node.node_id)
@@ -458,26 +479,29 @@ def test_start_runs_commands_through_the_agent(make: Callable[..., OnPremProvide
     assert info.value.scope == SITE.zone_scope
 
 
-def test_dry_run_shows_the_ssh_command_runs_nothing_and_hides_the_token(
+def test_dry_run_shows_the_ssh_commands_runs_nothing_and_hides_the_token(
         make: Callable[..., OnPremProvider], sshd: FakeSSHD, geotrain_home: Path) -> None:
     provider = make()
     logins = sshd.logins()
-    [step] = provider.dry_run(request("run-a"))
+    ship, install, start = provider.dry_run(request("run-a"))
     assert sshd.logins() == logins and provider.list() == []
     assert not (geotrain_home / "providers" / "tokens" / "run-a").exists()  # no token was even made
-    params = step["params"]
-    assert step["call"] == "ssh" and params["stdin"] == "<run token>"
-    assert params["host"] == f"{sshd.user}@{ADDRESSES[0]}:{sshd.port}"
-    argv = params["argv"]
-    for option in ("BatchMode=yes", "StrictHostKeyChecking=yes", f"UserKnownHostsFile={sshd.known_hosts}"):
-        assert argv[argv.index(option) - 1] == "-o"
-    assert argv[argv.index("-p") + 1] == str(sshd.port) and argv[argv.index("-i") + 1] == str(sshd.client_key)
-    assert argv[argv.index("--") - 1] == ADDRESSES[0] and argv[argv.index("--") - 3:argv.index("--") - 1] == \
-        ["-l", sshd.user]
-    script = params["script"]
-    assert "cat > token.new" in script and "<node id>" in script
-    assert "-m geotrain.node.agent --bind 127.0.0.2 --port 0" in script and "--cloud none" in script
-    assert json.dumps(step).count("<run token>") == 1
+    assert not (geotrain_home / "wheels").exists()  # nor a wheel built
+    for step in (ship, install, start):
+        params = step["params"]
+        assert step["call"] == "ssh" and params["host"] == f"{sshd.user}@{ADDRESSES[0]}:{sshd.port}"
+        argv = params["argv"]
+        for option in ("BatchMode=yes", "StrictHostKeyChecking=yes", f"UserKnownHostsFile={sshd.known_hosts}"):
+            assert argv[argv.index(option) - 1] == "-o"
+        assert argv[argv.index("-p") + 1] == str(sshd.port) and argv[argv.index("-i") + 1] == str(sshd.client_key)
+        assert argv[argv.index("--") - 1] == ADDRESSES[0] and argv[argv.index("--") - 3:argv.index("--") - 1] == \
+            ["-l", sshd.user]
+    from geotrain.providers.shipping import wheel_name
+    assert wheel_name() in install["params"]["script"] and "--no-index" in install["params"]["script"]
+    script = start["params"]["script"]
+    assert start["params"]["stdin"] == "<run token>" and "cat > token.new" in script and "<node id>" in script
+    assert "-m geotrain.node.agent --bind 127.0.0.1 --port 0" in script and "--cloud none" in script  # loopback only
+    assert json.dumps([ship, install, start]).count("<run token>") == 1
 
 
 def test_check_credentials_logs_into_every_machine(make: Callable[..., OnPremProvider], sshd: FakeSSHD) -> None:
@@ -488,13 +512,10 @@ def test_check_credentials_logs_into_every_machine(make: Callable[..., OnPremPro
         OnPremProvider({}).check_credentials()
 
 
-def test_a_machine_without_geotrain_is_named_with_how_to_install_it(
+def test_a_machine_without_python_3_11_is_named_with_what_to_set(
         make: Callable[..., OnPremProvider], hosts: Callable[..., list[Host]]) -> None:
-    provider = make(hosts(1, python="/usr/bin/python3 -I"))  # the system's Python: no geotrain there
-    with pytest.raises(ProviderError, match=r"cannot run the node agent \(.*No module named 'geotrain'.*pip install") \
+    provider = make(hosts(1, python="/no/such/python3"))
+    with pytest.raises(ProviderError, match=r"has no Python 3.11 or newer as '/no/such/python3'.*set python:") \
             as info:
         provider.check_credentials()
     assert not isinstance(info.value, CredentialsError)
-    with pytest.raises(ProviderError, match="exited at once; its log says: .*No module named 'geotrain'.*pip install"):
-        provider.launch(request("run-a"))
-    _assert_nothing_claimed(provider, "run-a")
