@@ -12,6 +12,7 @@ The tree, with the process exit code the CLI maps each branch to (once, in ``geo
     │   ├── CredentialsError          4  missing or rejected credentials
     │   ├── CapacityError             4  the scope (zone, region) has no capacity now
     │   ├── QuotaError                4  an account quota is exhausted
+    │   ├── ConfigurationError        4  the launch request can never succeed as configured (image, type, SKU)
     │   ├── ThrottledError            4  the API asked us to slow down
     │   └── ProviderTimeoutError      4  a call timed out and its outcome is unknown (list to find out)
     └── RunError                      5  a launched run failed (training crashed, restart budget spent)
@@ -80,6 +81,21 @@ class CapacityError(ProviderError):
 
 class QuotaError(ProviderError):
     """An account or project quota would be exceeded."""
+
+
+class ConfigurationError(ProviderError):
+    """The launch request can never succeed as configured, whatever the capacity: no such image (or image
+    parameter) in the region, an instance type or VM size the zone, region or subscription does not offer,
+    an invalid parameter. Not capacity: waiting does not help, and neither does wandering to other regions.
+    The message says what to change (the image setting, the size, another region).
+
+    ``offer_id`` names the one offer the refusal is about when it is about that offer alone (its type or
+    size in its zone or region: the catalog was wrong about it), so a launcher can leave that offer out and
+    keep the rest of the mix; None: the request itself is wrong (the image, a parameter) for every offer."""
+
+    def __init__(self, message: str, *, scope: str | None = None, offer_id: str | None = None) -> None:
+        super().__init__(message, scope=scope)
+        self.offer_id = offer_id
 
 
 class ThrottledError(ProviderError):

@@ -7,6 +7,12 @@ same node and a provider never makes it twice. What a launch can meet, and what 
 =========================  =====================================================================
 CapacityError              the scope (the offer's zone) is blocked for ``block_s``; re-plan
 QuotaError                 the scope (the cloud, or ``cloud/region``) is blocked; re-plan
+ConfigurationError         not capacity: no zone is blocked and nothing fails over. Refused for one
+                           offer alone (its type or size where it is, ``offer_id`` set) while the
+                           wanted mix has other offers: that offer is left out for the run (blocked
+                           by id, ``LAUNCH_FAILED`` failure "configuration" and ``BLOCKED`` in the
+                           ledger) and the mix mended without it; else (the image, a parameter, or
+                           the mix's only offer) the launch stops with the error's one line
 ThrottledError             wait (``backoff_s``, doubling) and send the same request again, at most
                            ``launch_attempts`` times; then the launch fails
 ProviderTimeoutError       outcome unknown: list the run's nodes; a node with this request id is
@@ -23,7 +29,9 @@ solves the plan's job again with the surviving nodes kept and the blocked scopes
 (``launcher.replanning.replan``): the cheapest mix that reaches the plan's throughput within its node count, else the most
 throughput for the plan's $/h + 25 %, else the survivors alone. Both write the new wanted mix to the
 ledger (``fell_back``, ``replanned``), so that a resumed launcher wants the same. When nothing can be
-launched and no node is left, the run fails with the reasons.
+launched and no node is left, the run fails with the reasons. Neither moves nodes into a place a new
+account must opt in to (an AWS opt-in region, a Local or Wavelength Zone) that the job or its plan did not
+name (``pricing.geography.launcher_may_go``).
 """
 
 from __future__ import annotations
@@ -36,7 +44,8 @@ from typing import TYPE_CHECKING, Protocol
 from geotrain.domain import Offer, Plan
 from geotrain.launcher.deadline import MarketRule
 from geotrain.errors import (
-    CapacityError, CredentialsError, GeotrainError, ProviderError, ProviderTimeoutError, QuotaError, ThrottledError,
+    CapacityError, ConfigurationError, CredentialsError, GeotrainError, ProviderError, ProviderTimeoutError, QuotaError,
+    ThrottledError,
 )
 from geotrain.ledger import EventKind, Ledger
 from geotrain.providers.base import LaunchRequest, NodeInfo, NodeState, Provider
@@ -50,6 +59,7 @@ if TYPE_CHECKING:
     from geotrain.pricing.snapshot import PriceSnapshot
 
 MAX_PROVISION_ROUNDS = 8  # launch, fail, re-plan: rounds before a generation starts with what is up
+LEFT_OUT_UNTIL = 4102444800.0  # 2100-01-01 UTC: "blocked until" of an offer left out for the run (configuration)
 
 
 class Clock(Protocol):
@@ -179,7 +189,7 @@ def recover(la: Launch, lost: list[NodeInfo]) -> None:
 
 @dataclass(frozen=True, slots=True)
 class LaunchFailure:
-    kind: str  # capacity | quota | boot
+    kind: str  # capacity | quota | boot | blocked | configuration
     scope: str
     offer_id: str
     message: str
@@ -205,6 +215,9 @@ def launch_missing(la: Launch) -> list[LaunchFailure]:
             request = LaunchRequest(f"{la.run_id}/{offer_id}/{launched_before[offer_id] + k}", la.run_id, offer)
             try:
                 node = _launch_one(la, request)
+            except ConfigurationError as exc:  # not capacity: no zone is blocked, nothing fails over
+                failures.append(_misconfigured(la, offer_id, exc))
+                break
             except (CapacityError, QuotaError) as exc:
                 kind = "capacity" if isinstance(exc, CapacityError) else "quota"
                 scope = exc.scope or (offer.location.zone_scope if kind == "capacity" else offer.location.cloud)
@@ -230,6 +243,24 @@ def launch_missing(la: Launch) -> list[LaunchFailure]:
                 failures.append(boot_failed(la, node.node_id, node.location.zone_scope, node.offer_id,
                                             "the node was gone right after its launch"))
     return failures
+
+
+def _misconfigured(la: Launch, offer_id: str, exc: ConfigurationError) -> LaunchFailure:
+    """A launch refused as configured (``ConfigurationError``). About one offer alone (its type or size where it
+    is) while the wanted mix has other offers: that offer is left out for the run (blocked by its id, the
+    ledger says why) and the mix is mended without it. Anything else (the image, a parameter: every offer
+    would meet it; or the mix's only offer): the launch stops with the error's one line (the launcher's
+    failure path releases what it launched), rather than wander to other regions."""
+    la.ledger.event(la.run_id, EventKind.LAUNCH_FAILED, failure="configuration", scope=exc.scope or "",
+                    offer_id=offer_id, reason=str(exc))
+    left_out = {key for key, until in la.blocked.items() if key in la.offers and until >= LEFT_OUT_UNTIL}
+    others = [key for key, n in la.wanted.items() if n and key != offer_id and key not in left_out]
+    if exc.offer_id != offer_id or not others:
+        raise exc
+    la.blocked[offer_id] = LEFT_OUT_UNTIL
+    la.ledger.event(la.run_id, EventKind.BLOCKED, scope=offer_id, until=LEFT_OUT_UNTIL,
+                    reason=f"left out of the run (configuration, not capacity): {exc}")
+    return LaunchFailure("configuration", offer_id, offer_id, str(exc))
 
 
 def track_untracked(la: Launch) -> None:
@@ -368,11 +399,14 @@ def fall_back(la: Launch, survivors: Counter, *, cause: str) -> bool:
             short.setdefault(planned[key].location.zone_scope, set()).add(key)
     if not short:
         return False
+    from geotrain.pricing.geography import launcher_may_go, named_places
+
+    named = named_places(la.plan.job, la.plan)  # a plan saved before fallbacks knew opt-in places: checked here too
     chosen = []
     for zone, keys in sorted(short.items()):
         choice = next((f for f in la.plan.fallbacks_for(zone)
-                       if keys <= {key for key, _ in f.moves} and not any(_is_blocked(la, o) for _, o in f.moves)),
-                      None)
+                       if keys <= {key for key, _ in f.moves} and not any(_is_blocked(la, o) for _, o in f.moves)
+                       and all(launcher_may_go(o.location, named) for _, o in f.moves)), None)
         if choice is None:
             return False
         chosen.append(choice)

@@ -1,5 +1,6 @@
 """Re-planning: the plan's job solved again with what is left (``plan_again``), after a failure or a
-preemption (``replan``: the survivors kept); a job with a deadline is steered by its spot policy at
+preemption (``replan``: the survivors kept), never into a place a new account must opt in to that the job or
+its plan did not name (``unnamed_opt_in``); a job with a deadline is steered by its spot policy at
 each look instead (``keep_the_deadline`` → ``launcher.steering``).
 Each works on the launch state of ``launcher.provisioning`` (``Launch``), for a launch and for a replay alike.
 """
@@ -8,10 +9,11 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from geotrain.domain import Market, Objective, Plan
+from geotrain.domain import Market, Objective, Offer, Plan
 from geotrain.errors import GeotrainError
 from geotrain.launcher.deadline import MarketRule
 from geotrain.launcher.provisioning import release_surplus, served_clouds
@@ -71,14 +73,15 @@ def plan_again(la: Launch, survivors: Counter) -> Replanned:
     keep = dict(survivors)
     if rule is MarketRule.ON_DEMAND:  # no slack for spot: its survivors go, on-demand ones stay
         keep = {key: n for key, n in survivors.items() if la.offers[key].market != Market.SPOT}
-    options = PlanOptions(keep=keep, blocked=blocked, frontier_points=0, time_limit_s=la.options.replan_time_limit_s,
-                          recovery_h=plan.recovery_h, provider=plan.provider, capacity=la.capacity())
     reasons = []
     try:
         snapshot = la.prices()
         inventory = load_inventory(job.onprem_inventory) if job.onprem_inventory else None
     except GeotrainError as exc:
         return Replanned(None, None, rule, keep, blocked, (str(exc),))
+    options = PlanOptions(keep=keep, blocked=blocked | unnamed_opt_in(la, snapshot.offers()), frontier_points=0,
+                          time_limit_s=la.options.replan_time_limit_s, recovery_h=plan.recovery_h,
+                          provider=plan.provider, capacity=la.capacity())
     # a job with a deadline restarts its gang either way: the survivors are kept only where that trains
     # cheaper per good sample than a mix planned afresh (a whole gang in one zone, say, over 15 kept
     # nodes and one far away)
@@ -98,6 +101,16 @@ def plan_again(la: Launch, survivors: Counter) -> Replanned:
         return Replanned(None, None, rule, keep, blocked, tuple(reasons))
     _, _, new, attempt, kept = min(found, key=lambda f: f[:2])
     return Replanned(new, attempt.objective, rule, kept, blocked, tuple(reasons))
+
+
+def unnamed_opt_in(la: Launch, offers: Iterable[Offer]) -> frozenset[str]:
+    """The scopes of ``offers`` a re-plan leaves out: places a new account must opt in to (AWS opt-in regions,
+    Local and Wavelength Zones: ``pricing.geography.needs_opt_in``) that neither the job nor its plan named
+    (nor a node the run holds now)."""
+    from geotrain.pricing.geography import launcher_may_go, named_places
+
+    named = named_places(la.plan.job, la.plan, [la.offers[k].location for k in la.wanted if k in la.offers])
+    return frozenset(o.location.zone_scope for o in offers if not launcher_may_go(o.location, named))
 
 
 def adopt(la: Launch, new: Plan) -> None:

@@ -53,18 +53,22 @@ def market_key(offer: Offer) -> str:
 
 def offer_mixes(offers: Iterable[Offer], plan: Plan, available: Callable[[str], int | None]) -> list[Mix]:
     """A launch's mixes (``spot_policy.gang_mixes``): gangs of the plan's node count of the instance types
-    it planned, every spot zone and the cheapest on-demand offer of each region, priced by the perf model
+    it planned, every spot zone and the cheapest on-demand offer of each region (none where a new account must
+    opt in, unless the job or plan names it: ``pricing.geography.launcher_may_go``), priced by the perf model
     (the plan's workload and sync settings; the user's rates and egress files where the job names them)."""
     from geotrain.domain import Market, NodeGroup
     from geotrain.perf.model import PerfModel
     from geotrain.perf.rates import RateTable
     from geotrain.perf.workloads import WorkloadRegistry
     from geotrain.pricing.egress import EgressPrices
+    from geotrain.pricing.geography import launcher_may_go, named_places
 
     job = plan.job
     types = {item.offer.shape.instance_type for item in plan.items}
     clouds = job.constraints.clouds
-    picked = [o for o in offers if o.shape.instance_type in types and (not clouds or o.location.cloud in clouds)]
+    named = named_places(job, plan)  # no gang in a place a new account must opt in to, unless the job named it
+    picked = [o for o in offers if o.shape.instance_type in types and (not clouds or o.location.cloud in clouds)
+              and launcher_may_go(o.location, named)]
     by_id = {o.offer_id: o for o in picked}
     for item in plan.items:
         by_id.setdefault(item.offer.offer_id, item.offer)

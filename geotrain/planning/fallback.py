@@ -6,7 +6,9 @@ A zone Z' can take the nodes of zone Z when, for every planned offer in Z, Z' ha
 accelerator model and count per node and the same market (the cheapest such one) that can hold them
 (its capacity, at the plan's capacity confidence, counting nodes the plan has there already). Offers
 the MIP never saw because a cheaper one of their region dominates them count too: in another zone
-they are still another zone. The ``SCANNED_PER_ZONE`` zones cheapest for the moved nodes are
+they are still another zone. Places a new account must opt in to (``pricing.geography.needs_opt_in``: AWS
+opt-in regions, Local and Wavelength Zones) are no fallback unless the job or the planned mix names them. The
+``SCANNED_PER_ZONE`` zones cheapest for the moved nodes are
 evaluated; those whose moved mix keeps the job's limits and goal are kept, ordered by the job's
 objective (min_cost: $/h; max_throughput: samples/s, then $/h; otherwise $/1M samples), then by the
 capacity model's chance of getting the moved nodes at once. The launcher walks them in order before
@@ -22,6 +24,7 @@ from dataclasses import replace
 from geotrain.domain import Fallback, NodeGroup
 from geotrain.planning.planner import PlanningContext, keeps_the_goal, objective_score, totals_of
 from geotrain.planning.referee import PerfReferee
+from geotrain.pricing.geography import launcher_may_go, named_places
 from geotrain.solver import semantics
 
 FALLBACKS_PER_ZONE = 3
@@ -48,9 +51,12 @@ def fallbacks_of(ctx: PlanningContext, groups: list[NodeGroup]) -> tuple[Fallbac
         shape = offers[cands[j].key].shape
         return shape.accelerator, shape.accelerator_count, cands[j].market
 
+    # a fallback is the launcher's own move after a failure: never into a place a new account must opt in to
+    # (an AWS opt-in region, a Local or Wavelength Zone) that neither the job nor the planned mix names
+    named = named_places(ctx.job, locations=[g.offer.location for g in groups])
     by_place: dict[str, dict[tuple, list[int]]] = defaultdict(lambda: defaultdict(list))
     for j, c in enumerate(cands):
-        if not c.minimum and c.market != "owned":
+        if not c.minimum and c.market != "owned" and launcher_may_go(offers[c.key].location, named):
             by_place[c.zone][kind(j)].append(j)
     for kinds in by_place.values():
         for js in kinds.values():

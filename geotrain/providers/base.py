@@ -26,6 +26,12 @@ Contract shared by every provider (``tests/contract`` checks it):
   CapacityError             no capacity for this offer now; ``scope`` is the offer's zone scope
                             (``Location.zone_scope``), which the launcher blocks for a while
   QuotaError                an account quota would be exceeded; ``scope`` is the cloud or region
+  ConfigurationError        the request can never succeed as configured, whatever the capacity: no such
+                            image or image parameter in the region, an instance type / VM size the zone,
+                            region or subscription does not offer, an invalid parameter; the message
+                            says what to change. ``offer_id`` is set when only that offer is refused
+                            (its type or size where it is), None when the request itself is wrong. Not
+                            capacity: the launcher neither blocks a zone for it nor fails over
   ThrottledError            the API asked us to slow down; retry later with the same request id
   ProviderTimeoutError      the call timed out and its outcome is unknown: the node may exist; list
                             the run's nodes (by request id) before sending the request again
@@ -180,8 +186,8 @@ class Provider(Protocol):
     def launch(self, request: LaunchRequest) -> NodeInfo:
         """Launch one node for ``request.offer``, or return the node this ``request_id`` made before.
 
-        Raises CapacityError (scope = the offer's zone scope), QuotaError, ThrottledError or
-        CredentialsError; after any of them no node exists for the request (or, where a cloud
+        Raises CapacityError (scope = the offer's zone scope), QuotaError, ConfigurationError,
+        ThrottledError or CredentialsError; after any of them no node exists for the request (or, where a cloud
         cannot tell, a retry with the same ``request_id`` finds it).
         """
         ...

@@ -24,6 +24,7 @@ from botocore.exceptions import ClientError
 from geotrain.domain import Continent, InstanceShape, InterruptionSignal, Location, Market, Offer
 from geotrain.errors import (
     CapacityError,
+    ConfigurationError,
     CredentialsError,
     InputError,
     NotFoundError,
@@ -224,7 +225,9 @@ def test_bad_input_makes_no_call(fake, geotrain_home):
 ERRORS = [
     ("InsufficientInstanceCapacity", CapacityError, "aws/us-west-2/usw2-az1", "capacity"),
     ("InsufficientCapacity", CapacityError, "aws/us-west-2/usw2-az1", "capacity"),
-    ("Unsupported", CapacityError, "aws/us-west-2/usw2-az1", "capacity"),
+    ("Unsupported", ConfigurationError, "aws/us-west-2/usw2-az1", "does not offer g4dn.xlarge in zone usw2-az1"),
+    ("InvalidAMIID.NotFound", ConfigurationError, "aws/us-west-2", "image_id"),
+    ("InvalidParameterCombination", ConfigurationError, "aws/us-west-2", "InvalidParameterCombination"),
     ("MaxSpotInstanceCountExceeded", QuotaError, "aws/us-west-2", "g4dn"),
     ("VcpuLimitExceeded", QuotaError, "aws/us-west-2", "All G and VT Spot Instance Requests"),
     ("InstanceLimitExceeded", QuotaError, "aws/us-west-2", "g4dn"),
@@ -232,7 +235,7 @@ ERRORS = [
     ("InvalidClientTokenId", CredentialsError, "aws", "AWS_ACCESS_KEY_ID"),
     ("ExpiredToken", CredentialsError, "aws", "AWS_PROFILE"),
     ("UnauthorizedOperation", CredentialsError, "aws", "ec2:RunInstances"),
-    ("InvalidParameterValue", ProviderError, "aws/us-west-2", "InvalidParameterValue"),
+    ("InvalidParameterValue", ConfigurationError, "aws/us-west-2", "InvalidParameterValue"),
 ]
 
 
@@ -249,6 +252,29 @@ def test_run_instances_errors_are_geotrains_and_leave_nothing_behind(fake, aws, 
     assert instances(aws, run) == [] and groups(aws, run) == []  # the group made for it is gone too
     assert p.list(run) == []
     assert fake.vms.run_requests and fake.vms.run_errors == []
+
+
+def test_an_unsupported_type_is_about_that_offer_and_a_missing_ami_about_the_request(fake, geotrain_home):
+    fake.vms.run_errors = [("Unsupported", "Your requested instance type (g4dn.xlarge) is not supported in your "
+                            "requested Availability Zone (us-west-2b).")]
+    with pytest.raises(ConfigurationError) as info:
+        provider(fake, geotrain_home).launch(request(new_run()))
+    assert info.value.offer_id == request("x").offer.offer_id and info.value.exit_code == 4
+    fake.vms.run_errors = ["InvalidAMIID.NotFound"]
+    with pytest.raises(ConfigurationError) as info:
+        provider(fake, geotrain_home).launch(request(new_run()))
+    assert info.value.offer_id is None
+
+
+def test_an_image_parameter_missing_in_the_region_is_a_configuration_error_and_nothing_is_sent(fake, aws,
+                                                                                              geotrain_home):
+    p = provider(fake, geotrain_home, image_parameter="/no/such/image/parameter")
+    run = new_run()
+    with pytest.raises(ConfigurationError, match="/no/such/image/parameter .*does not exist in us-west-2") as info:
+        p.launch(request(run))
+    assert info.value.scope == "aws/us-west-2" and info.value.offer_id is None
+    assert "\n" not in str(info.value) and "image_id" in str(info.value)
+    assert fake.vms.run_requests == [] and instances(aws, run) == [] and groups(aws, run) == []
 
 
 def test_a_failed_launch_keeps_the_group_while_another_node_of_the_run_lives(fake, aws, geotrain_home):

@@ -29,6 +29,7 @@ from azure.identity import CredentialUnavailableError  # noqa: E402
 from geotrain.domain import Continent, InstanceShape, InterruptionSignal, Location, Market, Offer  # noqa: E402
 from geotrain.errors import (  # noqa: E402
     CapacityError,
+    ConfigurationError,
     CredentialsError,
     NotFoundError,
     ProviderError,
@@ -173,7 +174,7 @@ def test_a_launch_is_idempotent_by_request_id(fake, provider, geotrain_home, tmp
 @pytest.mark.parametrize(("code", "during", "wrapper"), [
     ("AllocationFailed", "operation", None), ("ZonalAllocationFailed", "operation", None),
     ("OverconstrainedAllocationRequest", "operation", None), ("OverconstrainedZonalAllocationRequest", "request", None),
-    ("SkuNotAvailable", "request", None), ("AllocationFailed", "operation", "Conflict")])
+    ("AllocationFailed", "operation", "Conflict")])
 def test_no_capacity_is_a_capacity_error_of_the_zone_and_leaves_nothing(fake, provider, code, during,
                                                                          wrapper) -> None:
     failure = ArmFailure(code, f"{code}: not enough capacity.", during=during) if wrapper is None else \
@@ -186,6 +187,34 @@ def test_no_capacity_is_a_capacity_error_of_the_zone_and_leaves_nothing(fake, pr
     assert leftovers(fake) == {} and provider.list("run-cap") == []
     if code == "AllocationFailed" and wrapper is None:
         assert provider.launch(request("run-cap")).state is NodeState.RUNNING  # the retry makes it
+
+
+SKU_TEXT = ("The requested size for resource '/subscriptions/x/resourceGroups/g/providers/Microsoft.Compute/"
+            "virtualMachines/gt-1' is currently not available in location 'eastus' zones '1' for subscription 'x'. "
+            "Please try another size or deploy to a different location or zones.")
+
+
+@pytest.mark.parametrize(("code", "text", "wrapper", "of_offer"), [
+    ("SkuNotAvailable", SKU_TEXT, None, True),
+    ("SkuNotAvailable", SKU_TEXT, "InvalidTemplateDeployment", True),
+    ("PlatformImageNotFound", "The platform image 'microsoft-dsvm:ubuntu-hpc:2204:latest' is not available.", None,
+     False),
+    ("ImageNotFound", "The image does not exist.", None, False),
+    ("InvalidTemplate", "Deployment template validation failed.", None, False),
+    ("InvalidParameter", "The following list of images referenced from the deployment template are not found.", None,
+     False)])
+def test_a_size_or_image_azure_does_not_offer_is_a_configuration_error_and_leaves_nothing(
+        fake, provider, code, text, wrapper, of_offer) -> None:
+    failure = ArmFailure(code, text) if wrapper is None else \
+        ArmFailure(wrapper, "The template deployment failed.", details=((code, text),))
+    fake.failures["virtualMachines"] = [failure]
+    req = request("run-config")
+    with pytest.raises(ConfigurationError) as info:
+        provider.launch(req)
+    assert not isinstance(info.value, CapacityError) and code in str(info.value)
+    assert info.value.offer_id == (req.offer.offer_id if of_offer else None)
+    assert ("size" if of_offer else "image") in str(info.value)
+    assert leftovers(fake) == {} and provider.list("run-config") == []
 
 
 QUOTA_TEXT = ("Operation could not be completed as it results in exceeding approved standardNCASv3_T4Family Cores "

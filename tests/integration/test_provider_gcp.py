@@ -19,6 +19,7 @@ from google.auth.credentials import AnonymousCredentials, Credentials
 from geotrain.domain import Continent, InstanceShape, InterruptionSignal, Location, Market, Offer
 from geotrain.errors import (
     CapacityError,
+    ConfigurationError,
     CredentialsError,
     NotFoundError,
     ProviderError,
@@ -187,14 +188,36 @@ def test_a_region_wide_offer_tries_the_regions_zones_until_one_can_make_it(fake)
     assert len(fake.live_instances()) == 1 and len(provider.list(run)) == 1
 
 
-def test_a_machine_type_the_zone_does_not_sell_is_no_capacity_there(fake) -> None:
+def test_a_machine_type_the_zone_does_not_sell_is_a_configuration_error_of_that_offer(fake) -> None:
     provider = gcp(fake)
     run = new_run()
     us_f = Location("gcp", "us-central1", "us-central1-f", Continent.NORTH_AMERICA)
-    with pytest.raises(CapacityError, match="a3-highgpu-1g.*us-central1-f does not sell it") as info:
-        provider.launch(req(run, o=offer(us_f, "a3-highgpu-1g", accelerator="H100")))
+    h100 = offer(us_f, "a3-highgpu-1g", accelerator="H100")
+    with pytest.raises(ConfigurationError, match="a3-highgpu-1g.*us-central1-f does not sell it") as info:
+        provider.launch(req(run, o=h100))
+    assert not isinstance(info.value, CapacityError) and info.value.offer_id == h100.offer_id
     assert info.value.scope == "gcp/us-central1/us-central1-f" and type(info.value.__cause__).__name__ == "BadRequest"
     assert provider.list(run) == [] and fake.instances == {} and fake.firewalls == {}
+
+
+def test_an_image_that_does_not_exist_is_a_configuration_error_of_the_request_and_no_other_zone_is_tried(fake):
+    provider = gcp(fake)
+    fake.missing_images.add(provider.image)
+    run = new_run()
+    with pytest.raises(ConfigurationError, match="no such image.*was not found.*image") as info:
+        provider.launch(req(run, o=offer(US_REGION, "a3-highgpu-1g", accelerator="H100")))  # region-wide
+    assert info.value.offer_id is None and type(info.value.__cause__).__name__ == "NotFound"
+    inserts = [e for e in fake.compute_log if e[1] == "instances.insert"]
+    assert len(inserts) == 1, "another zone was tried for a missing image"
+    assert provider.list(run) == [] and fake.instances == {} and fake.firewalls == {}
+
+
+def test_a_zone_out_of_stock_is_still_capacity(fake) -> None:
+    fake.stockout["us-central1-a"] = "ZONE_RESOURCE_POOL_EXHAUSTED"
+    us_a = Location("gcp", "us-central1", "us-central1-a", Continent.NORTH_AMERICA)
+    with pytest.raises(CapacityError, match="ZONE_RESOURCE_POOL_EXHAUSTED") as info:
+        gcp(fake).launch(req(new_run(), o=offer(us_a, "a3-highgpu-1g", accelerator="H100")))
+    assert not isinstance(info.value, ConfigurationError) and info.value.scope == "gcp/us-central1/us-central1-a"
 
 
 # -- idempotency ---------------------------------------------------------------------------------------

@@ -52,8 +52,14 @@ private IP) and ``agent_port``, with the run's token. **check_credentials**: ``s
 
 ======================================================  ==========================================================
 InsufficientInstanceCapacity, InsufficientCapacity,     CapacityError, scope = the offer's zone scope
-InsufficientHostCapacity, UnfulfillableCapacity,        (aws/<region>/<AZ id>, or aws/<region> for a
-Unsupported                                             region-wide offer)
+InsufficientHostCapacity, UnfulfillableCapacity         (aws/<region>/<AZ id>, or aws/<region> for a
+                                                        region-wide offer)
+Unsupported (the type is not offered in the zone), an   ConfigurationError of that offer alone (``offer_id``),
+AZ id the account does not have                         scope the offer's zone scope
+InvalidAMIID.Malformed/.NotFound/.Unavailable; SSM      ConfigurationError, scope aws/<region>: the image
+ParameterNotFound for ``image_parameter``               setting to change (or plan without the region)
+InvalidParameterValue, InvalidParameterCombination,     ConfigurationError, scope aws/<region>: the request
+InvalidParameter, MissingParameter (RunInstances)       itself is wrong (AWS's message says what)
 MaxSpotInstanceCountExceeded, VcpuLimitExceeded,        QuotaError, scope aws/<region>; the message names the
 InstanceLimitExceeded                                   family and the vCPU quota (e.g. "All G and VT Spot
                                                         Instance Requests")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from geotrain.domain import Offer
 from geotrain.errors import (
     CapacityError,
+    ConfigurationError,
     CredentialsError,
     ProviderError,
     ProviderTimeoutError,
@@ -15,7 +16,24 @@ from geotrain.pricing.live.aws.calls import CREDENTIAL_CODES, REFUSED_CODES, THR
 from geotrain.providers.aws.api import code_of, message_of, status_of
 
 CAPACITY_CODES = frozenset({"InsufficientInstanceCapacity", "InsufficientCapacity", "InsufficientHostCapacity",
-                            "UnfulfillableCapacity", "Unsupported"})
+                            "UnfulfillableCapacity"})
+# Configuration, not capacity: the request can never succeed as sent. Codes and meanings from AWS's published
+# list, "Error codes for the Amazon EC2 API" (https://docs.aws.amazon.com/AWSEC2/latest/APIReference/
+# errors-overview.html): InvalidAMIID.Malformed / .NotFound / .Unavailable (the AMI is malformed, does not
+# exist in the region, or is no longer available); Unsupported ("the specified request is unsupported", e.g. an
+# instance type the Availability Zone does not offer: AWS answers "Your requested instance type (…) is not
+# supported in your requested Availability Zone (…)"); InvalidParameterValue / InvalidParameterCombination /
+# InvalidParameter / MissingParameter (a value, combination or parameter of the request itself is wrong). And
+# the SSM image parameter that does not exist in the region: GetParameter's ParameterNotFound ("The parameter
+# couldn't be found", https://docs.aws.amazon.com/botocore/latest/reference/services/ssm/client/exceptions/
+# ParameterNotFound.html), raised by the provider's image lookup (provider.AwsProvider._image).
+IMAGE_CODES = frozenset({"InvalidAMIID.Malformed", "InvalidAMIID.NotFound", "InvalidAMIID.Unavailable"})
+OFFER_CODES = frozenset({"Unsupported"})  # the offer's type where it is: that offer alone is refused
+REQUEST_CODES = frozenset({"InvalidParameterValue", "InvalidParameterCombination", "InvalidParameter",
+                           "MissingParameter"})
+CONFIGURATION_CODES = IMAGE_CODES | OFFER_CODES | REQUEST_CODES
+IMAGE_HINT = ("set the AWS provider's image_id to an AMI of that region, or its image_parameter to an SSM parameter "
+              "that exists there, or plan without that region")
 QUOTA_CODES = frozenset({"MaxSpotInstanceCountExceeded", "VcpuLimitExceeded", "InstanceLimitExceeded"})
 NOT_MADE_SERVER_CODES = CAPACITY_CODES  # 5xx answers that say for sure that nothing was launched
 CREDENTIALS_HINT = ("set AWS_PROFILE (a profile of ~/.aws/config), or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, "
@@ -67,6 +85,8 @@ def translate(exc: BaseException, *, service: str, operation: str, region: str,
         zone = f"zone {loc.zone}" if loc.zone else f"region {loc.region}"
         return CapacityError(f"AWS has no {offer.market} capacity for {offer.shape.instance_type} in {zone} now "
                              f"({said}); another zone or market may have some", scope=loc.zone_scope)
+    if code in CONFIGURATION_CODES and operation == "RunInstances":
+        return configuration_error(code, said, region, offer)
     if code in QUOTA_CODES and offer is not None:
         itype = offer.shape.instance_type
         spot = offer.market == "spot"
@@ -85,6 +105,28 @@ def translate(exc: BaseException, *, service: str, operation: str, region: str,
         return ThrottledError(f"AWS is throttling {service}:{operation} in {region} ({said}); retry later with "
                               "the same request id", scope=where)
     return ProviderError(f"AWS {service}:{operation} in {region} failed: {said}", scope=where)
+
+
+def configuration_error(code: str, said: str, region: str, offer: Offer | None) -> ConfigurationError:
+    """A RunInstances refusal that no capacity would mend (``CONFIGURATION_CODES``), saying what to change."""
+    itype = offer.shape.instance_type if offer is not None else "the instance type"
+    if code in IMAGE_CODES:
+        return ConfigurationError(f"AWS {region} has no such image ({said}); {IMAGE_HINT}", scope=f"aws/{region}")
+    if code in OFFER_CODES and offer is not None:
+        loc = offer.location
+        where = f"zone {loc.zone}" if loc.zone else f"region {region}"
+        return ConfigurationError(f"AWS does not offer {itype} in {where} ({said}); the offer {offer.offer_id} "
+                                  "cannot be launched there: plan another zone or instance type",
+                                  scope=loc.zone_scope, offer_id=offer.offer_id)
+    return ConfigurationError(f"AWS refused the launch of {itype} in {region} as configured ({said}); change what "
+                              "the message names (the image, the instance type or the provider's settings)",
+                              scope=f"aws/{region}")
+
+
+def image_missing(parameter: str, region: str) -> ConfigurationError:
+    """The SSM image parameter does not exist in ``region`` (GetParameter answered ParameterNotFound)."""
+    return ConfigurationError(f"AWS SSM parameter {parameter} (the image to launch) does not exist in {region} "
+                              f"(ParameterNotFound); {IMAGE_HINT}", scope=f"aws/{region}")
 
 
 def is_server_error(exc: BaseException) -> bool:

@@ -12,12 +12,12 @@ from pathlib import Path
 from typing import Any
 
 from geotrain.domain import Market, Offer
-from geotrain.errors import CredentialsError, NotFoundError, ProviderError, ProviderTimeoutError
+from geotrain.errors import ConfigurationError, CredentialsError, NotFoundError, ProviderError, ProviderTimeoutError
 from geotrain.pricing.live.aws.calls import ClientFactory, default_client_factory
 from geotrain.pricing.live.aws.shapes import availability_zone_ids
 from geotrain.providers.aws import network, records
 from geotrain.providers.aws.api import Api, code_of
-from geotrain.providers.aws.errors import CREDENTIALS_HINT, is_server_error, translate
+from geotrain.providers.aws.errors import CREDENTIALS_HINT, image_missing, is_server_error, translate
 from geotrain.providers.aws.records import TAG_END, TAG_OFFER, TAG_REQUEST, TAG_RUN
 from geotrain.providers.aws.state import Record, StateFile, by_node, group_key
 from geotrain.providers.base import Capabilities, LaunchRequest, NodeInfo, NodeState
@@ -235,7 +235,7 @@ class AwsProvider:
                 found = self._find_request(region, request.request_id)
                 if found is not None:
                     return self._made(request, found)
-            zone = self._zone_name(region, offer.location.zone) if offer.location.zone else None
+            zone = self._zone_name(region, offer.location.zone, offer.offer_id) if offer.location.zone else None
             group_id = self._ensure_group(request.run_id, region)
             image = rec.get("image_id") or self._image(region)
             if not rec.get("image_id"):
@@ -317,19 +317,19 @@ class AwsProvider:
         if region not in self._images:
             answer = self._call("ssm", region, "GetParameter", expect={"ParameterNotFound"}, Name=self.image_parameter)
             if "ErrorCode" in answer:
-                raise ProviderError(f"AWS SSM parameter {self.image_parameter} does not exist in {region}; set the "
-                                    "provider's image_parameter or image_id", scope=f"aws/{region}")
+                raise image_missing(self.image_parameter, region)
             self._images[region] = str(answer["Parameter"]["Value"])
         return self._images[region]
 
-    def _zone_name(self, region: str, zone_id: str) -> str:
+    def _zone_name(self, region: str, zone_id: str, offer_id: str | None = None) -> str:
         if region not in self._zones:
             answer = self._call("ec2", region, "DescribeAvailabilityZones")
             names = availability_zone_ids(answer.get("AvailabilityZones"), region)  # the price source's mapping
             self._zones[region] = {zone_id: name for name, zone_id in names.items()}
         if zone_id not in self._zones[region]:
-            raise ProviderError(f"AWS {region} has no availability zone {zone_id} for this account (its AZ ids: "
-                                f"{', '.join(sorted(self._zones[region]))})", scope=f"aws/{region}/{zone_id}")
+            raise ConfigurationError(f"AWS {region} has no availability zone {zone_id} for this account (its AZ ids: "
+                                     f"{', '.join(sorted(self._zones[region]))}; a Local Zone needs opting in): plan "
+                                     "another zone", scope=f"aws/{region}/{zone_id}", offer_id=offer_id)
         return self._zones[region][zone_id]
 
     # ------------------------------------------------------------------ the run's security group

@@ -4,7 +4,11 @@
 Azure says                                                          geotrain raises
 =================================================================  ===========================================
 AllocationFailed, ZonalAllocationFailed, OverconstrainedAllocation  CapacityError, scope = the offer's zone
-Request, OverconstrainedZonalAllocationRequest, SkuNotAvailable     scope (``azure/<region>[/<zone>]``)
+Request, OverconstrainedZonalAllocationRequest                      scope (``azure/<region>[/<zone>]``)
+SkuNotAvailable (the size is not offered to the subscription in     ConfigurationError of that offer alone
+the location or zone)                                               (``offer_id``), the zone scope
+ImageNotFound, PlatformImageNotFound, InvalidTemplate,              ConfigurationError, scope ``azure/<region>``:
+InvalidTemplateDeployment; InvalidParameter on a VM create          the image setting (or what Azure names)
 QuotaExceeded; OperationNotAllowed whose message names a quota      QuotaError, scope ``azure/<region>``, the
                                                                     family Azure names (e.g. "standardNCASv3_T4
                                                                     Family Cores", "Low Priority Cores")
@@ -27,6 +31,7 @@ import re
 from geotrain.domain import Location
 from geotrain.errors import (
     CapacityError,
+    ConfigurationError,
     CredentialsError,
     ProviderError,
     ProviderTimeoutError,
@@ -37,7 +42,22 @@ from geotrain.pricing.live.azure.source import SUBSCRIPTION_ENV
 
 CAPACITY_CODES = frozenset(c.lower() for c in (
     "AllocationFailed", "ZonalAllocationFailed", "OverconstrainedAllocationRequest",
-    "OverconstrainedZonalAllocationRequest", "SkuNotAvailable"))
+    "OverconstrainedZonalAllocationRequest"))
+# Configuration, not capacity (the request can never succeed as sent). Sources: "Resolve errors for SKU not
+# available" (https://learn.microsoft.com/azure/azure-resource-manager/troubleshooting/error-sku-not-available:
+# SkuNotAvailable, "The requested size for resource … is currently not available in location … zones … for
+# subscription …", or InvalidTemplateDeployment wrapping it; for Spot VMs it may also mean no Spot capacity
+# there, which leaving that one offer out covers too); "Troubleshoot common Azure deployment errors"
+# (https://learn.microsoft.com/azure/azure-resource-manager/troubleshooting/common-deployment-errors:
+# InvalidTemplate, InvalidTemplateDeployment, SkuNotAvailable; OperationNotAllowed / QuotaExceeded are quota;
+# AllocationFailed / ZonalAllocationFailed are capacity); "Understand common error messages when you manage
+# virtual machines" (https://learn.microsoft.com/troubleshoot/azure/virtual-machines/windows/error-messages:
+# ImageNotFound, PlatformImageNotFound, InvalidParameter).
+OFFER_CONFIG_CODES = frozenset(c.lower() for c in ("SkuNotAvailable",))
+IMAGE_CODES = frozenset(c.lower() for c in ("ImageNotFound", "PlatformImageNotFound"))
+REQUEST_CONFIG_CODES = frozenset(c.lower() for c in ("InvalidTemplate", "InvalidTemplateDeployment"))
+IMAGE_HINT = ("set the Azure provider's image to an image reference offered in that location (`az vm image list "
+              "--location LOCATION --all --publisher PUBLISHER`; a marketplace image may need its terms accepted)")
 AUTH_CODES = frozenset(c.lower() for c in (
     "AuthenticationFailed", "InvalidAuthenticationToken", "InvalidAuthenticationTokenTenant",
     "ExpiredAuthenticationToken", "AuthenticationFailedInvalidHeader"))
@@ -55,7 +75,8 @@ def error_code(exc: BaseException) -> str:
     code = str(getattr(error, "code", None) or "")
     for detail in getattr(error, "details", None) or []:
         inner = str(getattr(detail, "code", None) or "")
-        if inner.lower() in CAPACITY_CODES or inner.lower() in ("quotaexceeded", "operationnotallowed"):
+        if inner.lower() in CAPACITY_CODES | OFFER_CONFIG_CODES | IMAGE_CODES or \
+                inner.lower() in ("quotaexceeded", "operationnotallowed"):
             return inner
     return code
 
@@ -91,8 +112,9 @@ def is_not_found(exc: BaseException) -> bool:
 
 
 def translate(exc: BaseException, *, what: str, location: Location | None = None,
-              size: str | None = None) -> ProviderError:
-    """The geotrain error for an SDK error raised while doing ``what`` (e.g. "create VM gt-1a2b")."""
+              size: str | None = None, offer_id: str | None = None) -> ProviderError:
+    """The geotrain error for an SDK error raised while doing ``what`` (e.g. "create VM gt-1a2b"); ``offer_id``:
+    the offer a VM create was for (a SkuNotAvailable is about it alone)."""
     from azure.core.exceptions import AzureError, ClientAuthenticationError, HttpResponseError
 
     zone_scope = location.zone_scope if location else None
@@ -114,6 +136,19 @@ def translate(exc: BaseException, *, what: str, location: Location | None = None
         where = zone_scope or "the region"
         return CapacityError(f"Azure has no capacity for {size or 'this size'} in {where} now ({detail}); try "
                              "another zone, region or size, or later", scope=zone_scope)
+    if code.lower() in OFFER_CONFIG_CODES:
+        where = zone_scope or "that location"
+        return ConfigurationError(f"Azure does not offer {size or 'this size'} to this subscription in {where} "
+                                  f"({detail}); plan another size or region (`az vm list-skus --location "
+                                  f"{location.region if location else 'LOCATION'} --size {size or 'SIZE'} --all` "
+                                  "shows its restrictions)", scope=zone_scope, offer_id=offer_id)
+    if code.lower() in IMAGE_CODES or (code.lower() == "invalidparameter" and offer_id is not None
+                                       and "image" in text.lower()):
+        return ConfigurationError(f"Azure has no such image to {what} ({detail}); {IMAGE_HINT}",
+                                  scope=region_scope or "azure")
+    if code.lower() in REQUEST_CONFIG_CODES or (code.lower() == "invalidparameter" and offer_id is not None):
+        return ConfigurationError(f"Azure refused to {what} as configured ({detail}); change what the message "
+                                  "names (the provider's image or settings, or the size)", scope=region_scope or "azure")
     if code.lower() == "quotaexceeded" or (code.lower() == "operationnotallowed" and "quota" in text.lower()):
         family = quota_family(text)
         named = f"the {family} quota" if family else f"a vCPU quota for {size or 'this size'}"

@@ -368,9 +368,9 @@ class AzureProvider:
                     group, name, body, polling_interval=self.polling_interval_s, **opts)
             except Exception as exc:  # noqa: BLE001
                 if is_timeout(exc):  # the PUT may have been taken: a retry finds the VM by name
-                    raise translate(exc, what=what, location=loc, size=size) from exc
+                    raise translate(exc, what=what, location=loc, size=size, offer_id=request.offer.offer_id) from exc
                 self._undo(clients, rec, vm_too=True)
-                raise translate(exc, what=what, location=loc, size=size) from exc
+                raise translate(exc, what=what, location=loc, size=size, offer_id=request.offer.offer_id) from exc
             try:
                 vm = self._wait(poller, f"creating VM {name}", self.launch_timeout_s)
             except ProviderTimeoutError:
@@ -378,7 +378,7 @@ class AzureProvider:
             except Exception as exc:  # noqa: BLE001
                 if not (is_timeout(exc) or is_throttle(exc)):  # the create failed: nothing of it may stay
                     self._undo(clients, rec, vm_too=True)
-                raise translate(exc, what=what, location=loc, size=size) from exc
+                raise translate(exc, what=what, location=loc, size=size, offer_id=request.offer.offer_id) from exc
             with self._store.transaction() as state:
                 state["nodes"][name]["address"] = ip
         rec = self._wait_running(clients, rec)

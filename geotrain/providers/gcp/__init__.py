@@ -47,8 +47,12 @@ Errors (SDK error → geotrain's, the SDK's kept as ``__cause__``):
 =====================================================  ====================================================
 operation error ZONE_RESOURCE_POOL_EXHAUSTED(_WITH_      CapacityError, scope = the offer's zone scope
 DETAILS), RESOURCE_POOL_EXHAUSTED, stockout
-insert answered 400 / 404: the zone does not sell the    CapacityError (``NotSoldError``) of the zone scope;
-machine or accelerator type                              a region-wide offer tries the next zone
+insert answered 400 / 404: the zone does not sell the    ConfigurationError (``NotSoldError``) of that offer
+machine or accelerator type                              alone (``offer_id``), scope the zone scope; a
+                                                         region-wide offer tries the next zone (all refuse:
+                                                         ConfigurationError; some out of stock: CapacityError)
+insert answered 404 notFound naming the image, or 400    ConfigurationError (the image setting; the request
+invalid (INVALID_FIELD_VALUE) on another field           itself is wrong): no other zone is tried
 operation error QUOTA_EXCEEDED, HTTP 403 quotaExceeded   QuotaError, scope ``gcp/<region>`` (``gcp`` for a
                                                          global quota), message names the quota metric
 HTTP 429, 403 rateLimitExceeded / userRateLimitExceeded  retried (doubling pause, 5 tries), then ThrottledError

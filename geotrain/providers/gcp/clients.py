@@ -23,6 +23,7 @@ from urllib.parse import urlsplit
 
 from geotrain.errors import (
     CapacityError,
+    ConfigurationError,
     CredentialsError,
     GeotrainError,
     NotFoundError,
@@ -193,6 +194,40 @@ def translate(exc: BaseException, where: Where, *, unknown_outcome: bool = False
         return ProviderError(f"Compute Engine is unavailable at {where.action} ({short(exc)}); try again later",
                              scope=where.zone_scope)
     return ProviderError(f"{where.action} failed ({short(exc)})", scope=where.zone_scope)
+
+
+# An insert GCE refuses as configured (not capacity: ZONE_RESOURCE_POOL_EXHAUSTED and the stockouts stay
+# CapacityError). GCE's documented error catalog (https://cloud.google.com/compute/docs/reference/rest/v1 →
+# "Errors": INVALID_FIELD_VALUE 400 "Invalid value for field '{field}': '{value}'. {reason}", reason "invalid";
+# a resource that does not exist: 404 "The resource '{link}' was not found", reason "notFound") and
+# https://cloud.google.com/compute/docs/troubleshooting/troubleshooting-resource-availability (what capacity is).
+IMAGE_HINT = ("set the GCP provider's image to an image or image family the project can read (`gcloud compute "
+              "images describe-from-family FAMILY --project PROJECT`)")
+_IMAGE_IN_MESSAGE = re.compile(r"/images/|sourceImage|\bimage\b", re.I)
+_TYPE_IN_MESSAGE = re.compile(r"machineTypes?|acceleratorTypes?|[Mm]achine type|[Aa]ccelerator type|"
+                              r"does not exist in zone|/zones/[a-z0-9-]+' was not found")
+
+
+def refused_insert(exc: BaseException, where: Where) -> GeotrainError | None:
+    """geotrain's error for an instances.insert answered 400 or 404: None where the zone does not sell the
+    machine or accelerator type (the caller raises its ``NotSoldError``, a ConfigurationError of that offer
+    alone); a ConfigurationError where the image or another parameter is wrong; else what :func:`translate`
+    makes of it (quota, capacity, credentials …)."""
+    from google.api_core import exceptions as gexc
+
+    error = translate(exc, where)
+    if not isinstance(exc, (gexc.NotFound, gexc.BadRequest)) or isinstance(
+            error, (CapacityError, QuotaError, CredentialsError, ThrottledError)):
+        return error
+    message = getattr(exc, "message", "") or str(exc)
+    if _TYPE_IN_MESSAGE.search(message):
+        return None
+    if _IMAGE_IN_MESSAGE.search(message):
+        return ConfigurationError(f"GCE has no such image for {where.action} ({short(exc)}); {IMAGE_HINT}",
+                                  scope="gcp")
+    return ConfigurationError(f"GCE refused {where.action} as configured ({short(exc)}); change what the message "
+                              "names (the provider's image, network, disk settings, or the offer)",
+                              scope=where.region and f"gcp/{where.region}")
 
 
 def _is_capacity(text: str) -> bool:

@@ -8,16 +8,17 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from geotrain.errors import CapacityError, GeotrainError, NotFoundError, ProviderError, ProviderTimeoutError
-from geotrain.providers.gcp.clients import CallPolicy, ComputeClients, Where, operation_error
+from geotrain.errors import ConfigurationError, GeotrainError, NotFoundError, ProviderError, ProviderTimeoutError
+from geotrain.providers.gcp.clients import CallPolicy, ComputeClients, Where, operation_error, refused_insert
 from geotrain.providers.gcp.shapes import LABEL_RUN, gce_request_id, label_value
 
 PREEMPTED_OPERATION = "compute.instances.preempted"
 WAIT_SERVER_S = 130.0  # operations.wait answers within about 2 minutes, done or not
 
 
-class NotSoldError(CapacityError):
-    """The zone does not sell the offer's machine (or accelerator) type: no capacity there, ever."""
+class NotSoldError(ConfigurationError):
+    """The zone does not sell the offer's machine (or accelerator) type: not capacity (it never will), and
+    about that offer alone (the provider sets ``offer_id``)."""
 
 
 class Gce:
@@ -87,12 +88,16 @@ class Gce:
         try:
             operation = self.policy.call(where, lambda t: self.clients.instances.insert_unary(request={
                 "project": project, "zone": zone, "instance_resource": resource, "request_id": request_id},
-                retry=None, timeout=t), unknown_outcome=True, passthrough=(gexc.Conflict,))
+                retry=None, timeout=t), unknown_outcome=True, passthrough=(gexc.Conflict, gexc.NotFound,
+                                                                           gexc.BadRequest))
         except gexc.Conflict:
             return
-        except NotFoundError as exc:
-            raise NotSoldError(f"{where.action}: {zone} does not sell it ({exc}); plan another zone",
-                               scope=where.zone_scope) from exc.__cause__
+        except (gexc.NotFound, gexc.BadRequest) as exc:
+            error = refused_insert(exc, where)
+            if error is None:
+                raise NotSoldError(f"{where.action}: {zone} does not sell it ({' '.join(str(exc).split())[:300]}); "
+                                   "plan another zone", scope=where.zone_scope) from exc
+            raise error from exc
         done = self.wait(project, zone, operation.name, where)
         error = operation_error(done, where)
         if error is not None:

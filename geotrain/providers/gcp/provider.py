@@ -11,6 +11,7 @@ from typing import Any
 from geotrain.domain import Market
 from geotrain.errors import (
     CapacityError,
+    ConfigurationError,
     CredentialsError,
     GeotrainError,
     NotFoundError,
@@ -135,7 +136,9 @@ class GcpProvider:
             self._create(gce, rec, request)
         except ProviderTimeoutError:
             raise  # outcome unknown: the record stays, and a retry (same request id, same name) finds the VM
-        except GeotrainError:
+        except GeotrainError as exc:
+            if isinstance(exc, NotSoldError) and exc.offer_id is None:
+                exc.offer_id = offer.offer_id  # about this offer alone: its type where it is
             self._abandon(gce, rec)
             raise
         return self._refresh_one(name)
@@ -316,10 +319,15 @@ class GcpProvider:
             try:
                 self._create_in(gce, rec, request, zone)
                 return
-            except CapacityError as exc:
+            except (CapacityError, NotSoldError) as exc:
                 refused.append(f"{zone}: {'not sold there' if isinstance(exc, NotSoldError) else 'no capacity'}")
                 last = exc
                 gce.delete_instance(rec["project"], zone, rec["node_id"], best_effort=True)
+        if zones and all(r.endswith("not sold there") for r in refused):  # never, whatever the capacity
+            raise ConfigurationError(f"no zone of {loc.region} sells {request.offer.shape.instance_type} "
+                                     f"({', '.join(refused)}): the offer {request.offer.offer_id} cannot be launched; "
+                                     "plan another region or machine type", scope=loc.zone_scope,
+                                     offer_id=request.offer.offer_id) from last
         raise CapacityError(f"no zone of {loc.region} could make {request.offer.offer_id} ({', '.join(refused)}); "
                             "try another region or later", scope=loc.zone_scope) from last
 

@@ -25,7 +25,9 @@ instance created (VM id :meth:`GcpComputeFake.vm_id`) and kills it when the inst
 preempted.
 
 Knobs (attributes, settable while running): ``stockout`` (zone → error code of the inserts' operations
-there), ``quota`` (region → (metric, limit): inserts there fail QUOTA_EXCEEDED), ``http_errors`` (endpoint →
+there), ``missing_images`` (boot-disk ``sourceImage`` links that do not exist: an insert naming one answers 404
+``notFound`` "The resource '<link>' was not found", as GCE does), ``quota`` (region → (metric, limit): inserts
+there fail QUOTA_EXCEEDED), ``http_errors`` (endpoint →
 list of (status, reason) answers to give first, one per request, None = answer normally; :meth:`fail_next`),
 ``hang`` (endpoint →
 list of seconds: the request is carried out, then the answer held that long, one per request),
@@ -139,6 +141,7 @@ class GcpComputeFake(GcpFake):
     op_delay_s: float = 0.0
     leave_on_error: bool = False
     stockout: dict[str, str] = field(default_factory=dict)
+    missing_images: set[str] = field(default_factory=set)
     quota: dict[str, tuple[str, float]] = field(default_factory=dict)
     http_errors: dict[str, list[tuple[int, str]]] = field(default_factory=dict)
     hang: dict[str, list[float]] = field(default_factory=dict)
@@ -223,6 +226,7 @@ class GcpComputeFake(GcpFake):
             self.firewalls.clear()
             self.compute_log.clear()
             self.stockout, self.quota, self.http_errors, self.hang = {}, {}, {}, {}
+            self.missing_images = set()
             self.leave_on_error, self.strict_types, self.boot_s, self.op_delay_s = False, True, 0.0, 0.0
             self.page_size, self.regions = 200, None
             self.failing_regions, self.throttle, self.bad_shape, self.forbidden = set(), {}, set(), set()
@@ -288,6 +292,10 @@ class GcpComputeFake(GcpFake):
         if zone not in regions:
             return 404, self._error(404, "NOT_FOUND", f"The resource 'projects/{self.project}/zones/{zone}' was not "
                                     "found", "notFound")
+        image = next((d.get("initializeParams", {}).get("sourceImage", "") for d in (body or {}).get("disks", [])
+                      if isinstance(d, dict) and d.get("boot")), "") if isinstance(body, dict) else ""
+        if image and image in self.missing_images:  # GCE: 404 notFound naming the image (or family) link
+            return 404, self._error(404, "NOT_FOUND", f"The resource '{image}' was not found", "notFound")
         problem = self._invalid_instance(zone, regions[zone], body if isinstance(body, dict) else {})
         if problem:
             return 400, self._error(400, "INVALID_ARGUMENT", problem, "invalid")
