@@ -31,8 +31,10 @@ def home_path() -> Path:
     override = os.environ.get(ENV_HOME)
     if override:
         return Path(override).expanduser()
-    import platformdirs
-
+    try:
+        import platformdirs
+    except ImportError:  # a node, where geotrain is installed without its dependencies: the XDG default
+        return Path(os.environ.get("XDG_DATA_HOME") or "~/.local/share").expanduser() / "geotrain"
     return Path(platformdirs.user_data_dir("geotrain", appauthor=False))
 
 

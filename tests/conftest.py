@@ -53,12 +53,27 @@ def pytest_configure(config: pytest.Config) -> None:
                      ("MPLCONFIGDIR", "matplotlib")):
         os.environ[key] = str(root / "home" / sub)
     (root / "home").mkdir()
+    # ssh's control sockets (geotrain.providers.sshlink): the tests' own, ended when the session ends
+    os.environ["XDG_RUNTIME_DIR"] = str(root / "run")
+    (root / "run").mkdir(mode=0o700)
     config._geotrain_test_root = root  # type: ignore[attr-defined]
+
+
+def _end_ssh_connections(root: Path | None) -> None:
+    """End the shared SSH connections the tests opened (their masters outlive the test process)."""
+    import subprocess
+
+    if root is None:
+        return
+    for control in (root / "run" / "geotrain-ssh").glob("*.ctl"):
+        subprocess.run(["ssh", "-o", f"ControlPath={control}", "-O", "exit", "geotrain-test"], capture_output=True,
+                       timeout=10, check=False)
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """Fail the session if the user's own geotrain state changed while the tests ran."""
     config = session.config
+    _end_ssh_connections(getattr(config, "_geotrain_test_root", None))
     dirs = getattr(config, "_geotrain_user_dirs", None)
     if dirs is None:
         return

@@ -191,12 +191,14 @@ def launch(plan: Plan | Path, options: LaunchOptions, *, provider_name: str | No
     resolve_training(plan, options)  # refuse what cannot be trained before any provider is touched
     name = provider_name or plan.provider or LOCAL_PROVIDER
     check_clouds(plan, parse_names(name))  # nor a node no provider of the launch can buy
-    if parse_names(name) != (LOCAL_PROVIDER,) and "://" not in (options.checkpoint_url or ""):
+    remote = parse_names(name) != (LOCAL_PROVIDER,)
+    if remote and "://" not in (options.checkpoint_url or ""):
         raise InputError("nodes on other machines cannot reach a checkpoint directory of this one: give "
                          "--checkpoint-url s3://BUCKET/PATH, gs://… or az://… (storage every node can write), or "
                          "file:///PATH for a file system every node mounts at that path")
-    if options.checkpoint_url:
+    if options.checkpoint_url and not (remote and options.checkpoint_url.startswith("file://")):
         check_checkpoint_url(options.checkpoint_url)  # and a checkpoint location the workers cannot use
+    # (a file:// location of nodes on other machines is theirs, not this machine's: each node probes it)
     network = emulated_network(plan, name, on_note) if emulate_wan else None
     try:
         provider = get_provider(name, options, plan.job.onprem_inventory, network=network)

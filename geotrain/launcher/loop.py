@@ -57,8 +57,8 @@ from geotrain.launcher.steering import market_key, offer_mixes
 from geotrain.launcher.watch import MarketWatch, Need, need_of
 from geotrain.launcher.task import check_task, script_workdir, task_argv, task_command
 from geotrain.launcher.training import Training, resolve_training, step_target
-from geotrain.launcher.workers import (check_checkpoint_url, generation_backend, kill_stale_workers, last_words,
-                                      node_dir, open_store, store_host)
+from geotrain.launcher.workers import (check_checkpoint_url, check_from_nodes, generation_backend, kill_stale_workers,
+                                      last_words, node_dir, open_store, store_host)
 from geotrain.train.ledger_relay import RELAY_ENV, RELAY_STORE, drain, relay_env
 from geotrain.train.progress import completed_reason
 from geotrain.train.worker_env import free_port, node_env, worker_env
@@ -113,6 +113,7 @@ class Launcher:
         self._costs: deque[tuple[float, float]] = deque()  # (time, cost) over the last SPEND_WINDOW_S
         self.workdir = Path.cwd()  # a user's command runs where the launcher was started (or a copy of it)
         self.shipped: set[str] = set()  # nodes that have their copy of the workdir and file mounts
+        self.probed: set[str] = set()  # nodes that have written the checkpoint store
         self.status = Status("")
 
     # -- run lifecycle ------------------------------------------------------------------------
@@ -134,7 +135,8 @@ class Launcher:
                        ships=isinstance(self.provider, NodeLink))
         self.run_id = run_id or f"run-{time.strftime('%Y%m%d-%H%M%S')}-{os.urandom(3).hex()}"
         url = self.options.checkpoint_url or str(self.run_dir / "checkpoints")
-        check_checkpoint_url(url)
+        if self.provider.capabilities.shared_host or not url.startswith("file://"):
+            check_checkpoint_url(url)  # (a file:// location of other machines is probed from each node)
         self.options = replace(self.options, checkpoint_url=url)
         t = self.training
         self.ledger.create_run(
@@ -317,6 +319,10 @@ class Launcher:
         self.members = members
         if not boot_generation(self, members):  # every member's agent answers (in parallel, stoppable)
             return False
+        if not self.provider.capabilities.shared_host:  # the nodes can write the checkpoint store
+            check_from_nodes(self.provider, [n for n in members if n.node_id not in self.probed],
+                             self.options.checkpoint_url or "", self.run_dir / "logs", stop=lambda: self.stop_requested)
+            self.probed.update(n.node_id for n in members)
         world = len(members)
         t = self.training
         table = [{

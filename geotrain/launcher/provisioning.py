@@ -41,7 +41,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from geotrain.domain import Offer, Plan
+from geotrain.domain import Market, Offer, Plan
 from geotrain.launcher.deadline import MarketRule
 from geotrain.errors import (
     CapacityError, ConfigurationError, CredentialsError, GeotrainError, ProviderError, ProviderTimeoutError, QuotaError,
@@ -172,7 +172,9 @@ def record_ended(la: Launch) -> bool:
 
 
 def recover(la: Launch, lost: list[NodeInfo]) -> None:
-    """Lost nodes: ended in the ledger, their zones blocked, the wanted mix mended."""
+    """Lost nodes: ended in the ledger, the zones of spot nodes blocked (a market took them; a machine
+    of one's own or an on-demand VM that died says nothing of its zone's other machines), the wanted mix
+    mended."""
     for node in lost:
         la.preemptions += 1
         reason = node.end_reason or "preempted"
@@ -182,7 +184,8 @@ def recover(la: Launch, lost: list[NodeInfo]) -> None:
         la.ledger.end_node(node.node_id, reason, at=node.ended_at.timestamp() if node.ended_at else None)
         la.ledger.event(la.run_id, EventKind.PREEMPTED, node_id=node.node_id, zone=node.location.zone_scope,
                         reason=reason, generation=la.generation)
-        block(la, node.location.zone_scope, f"{node.node_id} {reason}")
+        if offer is None or offer.market == Market.SPOT:
+            block(la, node.location.zone_scope, f"{node.node_id} {reason}")
     if la.options.replan:
         mend(la, survivors_of(la.provider.list(la.run_id)), cause="preemption")
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import signal
 import socket
+from collections.abc import Callable
 from pathlib import Path
 
 from geotrain.errors import InputError
@@ -52,6 +53,42 @@ def check_checkpoint_url(url: str) -> None:
         raise InputError(f"--checkpoint-url {url!r}: memory:// lives in one process's memory, and every worker "
                          "is a process of its own; give a directory or an object store URL (s3://, gs://, az://)")
     store.probe()
+
+
+NODE_PROBE_S = 120.0  # how long a node may take to write, read back and delete a probe in the store
+_PROBE = ("import sys; from geotrain.train.checkpoint import CheckpointStore\n"
+          "try:\n    CheckpointStore(sys.argv[1]).probe()\n"
+          "except Exception as exc:\n    print(f'GEOTRAIN-PROBE-FAILED {exc}', flush=True); sys.exit(3)")
+
+
+def check_from_nodes(provider: Provider, nodes, url: str, logs: Path, *,  # noqa: ANN001 - NodeInfo
+                     stop: Callable[[], bool]) -> None:
+    """Each node writes, reads back and deletes a probe in the checkpoint store with its own
+    credentials and mounts (all at once), before any worker starts: a store a node cannot use is an
+    InputError naming the node and what it said."""
+    import time
+
+    from geotrain.train.worker_env import node_env
+
+    started = [(node, provider.start(node.node_id, ["python", "-c", _PROBE, url], node_env({}),
+                                     logs / f"probe-{node.node_id}.log")) for node in nodes]
+    deadline = time.monotonic() + NODE_PROBE_S
+    for node, proc in started:
+        while (code := proc.poll()) is None and time.monotonic() < deadline and not stop():
+            time.sleep(0.1)
+        if code is None:
+            proc.kill()
+            if stop():
+                return
+            raise InputError(f"node {node.node_id} did not finish writing a probe to the checkpoint store {url} "
+                             f"within {NODE_PROBE_S:.0f} s; check that the nodes can reach it")
+        if code != 0:
+            said = (logs / f"probe-{node.node_id}.log").read_text(errors="replace").strip().splitlines()
+            why = next((line.split(" ", 1)[1] for line in reversed(said) if line.startswith("GEOTRAIN-PROBE-FAILED")),
+                       said[-1] if said else f"exit {code}")
+            raise InputError(f"node {node.node_id} ({node.location.zone_scope}) cannot use the checkpoint store: {why}; "
+                             "give --checkpoint-url a location every node can write (object storage the nodes have "
+                             "credentials for, or file:///PATH on a file system every node mounts)")
 
 
 def node_dir(provider: Provider, node_id: str) -> Path | None:

@@ -48,9 +48,19 @@ def plan_for_shape(job: JobSpec, snapshot: PriceSnapshot, *, inventory: Inventor
     if groups is None:
         kept = [NodeGroup(by_id[k], n) for k, n in sorted(options.keep.items()) if k in by_id and n > 0]
         need = count - sum(g.count for g in kept)
-        groups = kept + (_cheapest(job, matching, need, default_rate, notes) if need > 0 else [])
+        groups = _merged(kept + (_cheapest(job, matching, need, default_rate, notes) if need > 0 else []))
     wall_s = time.perf_counter() - started
     return _assemble(job, snapshot, groups, default_rate, len(matching), wall_s, options, notes)
+
+
+def _merged(groups: list[NodeGroup]) -> list[NodeGroup]:
+    """One group per offer (a kept node and a new one of the same offer are two nodes of it)."""
+    counts: dict[str, int] = {}
+    offers: dict[str, Offer] = {}
+    for group in groups:
+        counts[group.offer.offer_id] = counts.get(group.offer.offer_id, 0) + group.count
+        offers[group.offer.offer_id] = group.offer
+    return [NodeGroup(offers[key], n) for key, n in counts.items()]
 
 
 def _hourly_risk(offer: Offer, default_rate: float) -> float:

@@ -449,6 +449,18 @@ def torch_state():
     return out.splitlines()[-1] if ok and out else "broken " + err
 
 
+def torch_scripts():
+    """torch's commands (torchrun) in the venv, run by the venv's python: a task's `torchrun main.py`
+    then starts workers that import this geotrain (the image's own torchrun would run the image's
+    python, which has none)."""
+    for name, module in (("torchrun", "torch.distributed.run"),):
+        path = os.path.join(VENV, "bin", name)
+        with open(path + ".tmp", "w") as fh:
+            fh.write(f"#!{PY}\nimport sys\nfrom {module} import main\nsys.exit(main())\n")
+        os.chmod(path + ".tmp", 0o755)
+        os.replace(path + ".tmp", path)
+
+
 def ensure_torch(pip_argv):
     state = torch_state()
     if state.startswith("ok "):
@@ -482,6 +494,7 @@ def main():
             install_wheel(pip_argv)
             check_geotrain()
             ensure_torch(pip_argv)
+            torch_scripts()
             with open(MARKER + ".tmp", "w") as fh:
                 fh.write("\n".join(installed_lines()) + "\n")
             os.replace(MARKER + ".tmp", MARKER)

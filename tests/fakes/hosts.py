@@ -639,9 +639,11 @@ table ip gtr {{
             # the launcher (and only through its veth) routes this site's private /24
             _ip("route", "add", str(self.subnet), "via", self._uplink_router, ns=w.inet_ns)
 
-    def host(self, name: str, *, public_ip: bool | None = None) -> Host:
+    def host(self, name: str, *, public_ip: bool | None = None, account: Host | None = None) -> Host:
         """A new host on this LAN, with hostname ``name``. On a public LAN it gets a public address
-        unless ``public_ip=False``; on an on-prem LAN it never does."""
+        unless ``public_ip=False``; on an on-prem LAN it never does. ``account``: the host's user is that
+        host's (same name and uid, as a site's central accounts give one user on every machine), with
+        a home of its own."""
         w = self.world
         w._check_open()
         if not re.fullmatch(r"[a-z0-9]([a-z0-9-]{0,30}[a-z0-9])?", name):
@@ -656,7 +658,7 @@ table ip gtr {{
         n = len(w._hosts) + 1
         address = f"10.{w._octet}.{self.k}.{10 + len(self._hosts)}"
         public = w._next_public() if (self.public if public_ip is None else public_ip) else None
-        host = Host(self, name, n, address, public, image)
+        host = Host(self, name, n, address, public, image, account)
         w._hosts.append(host)
         self._hosts.append(host)
         host._build()
@@ -719,13 +721,14 @@ class Host:
     """A machine on a LAN: its own network, PID, UTS and mount namespaces, user and image."""
 
     def __init__(self, lan: Lan, name: str, n: int, private_address: str, public_address: str | None,
-                 image: Path) -> None:
+                 image: Path, account: Host | None = None) -> None:
         w = lan.world
         self.lan, self.world, self.name, self.n = lan, w, name, n
         self.private_address, self.public_address = private_address, public_address
         self.image = image
         self.netns = f"gt{w.index}-h{n}"
-        self.user = f"gt{w.index}u{n}"
+        self.account = account
+        self.user = account.user if account is not None else f"gt{w.index}u{n}"
         self.home = f"/home/{self.user}"
         self.disk = w.root_dir / f"h{n}"  # this host's own files, on the launcher's disk
         self.uid = self.gid = -1
@@ -758,10 +761,11 @@ class Host:
     # -- build
     def _build(self) -> None:
         lan, w = self.lan, self.world
-        with _users_lock():
-            _sh(["useradd", "--no-create-home", "--home-dir", self.home, "--shell", "/bin/bash", "--user-group",
-                 "--comment", f"{GECOS} {w.name}", self.user])
-            _sh(["usermod", "-p", "*", self.user])  # unlocked (sshd refuses locked users), no password
+        if self.account is None:
+            with _users_lock():
+                _sh(["useradd", "--no-create-home", "--home-dir", self.home, "--shell", "/bin/bash", "--user-group",
+                     "--comment", f"{GECOS} {w.name}", self.user])
+                _sh(["usermod", "-p", "*", self.user])  # unlocked (sshd refuses locked users), no password
         import pwd
         entry = pwd.getpwnam(self.user)
         self.uid, self.gid = entry.pw_uid, entry.pw_gid
@@ -894,6 +898,16 @@ exec /usr/bin/python3 -c {q(_INIT)}
         proc = subprocess.Popen(self._argv(cmd, root, env, cwd), **kwargs)  # type: ignore[call-overload]
         self._children.append(proc)
         return proc
+
+    def mount_share(self, source: Path, target: str) -> None:
+        """Mount ``source`` (a folder of this machine outside the hidden ones, e.g. under /var/lib) at
+        ``target`` inside the host, as a site's NFS share is mounted on each of its machines: the only
+        files the hosts that mount it share (the launcher does not see ``target``)."""
+        if self.closed:
+            raise HostClosed(f"host {self.name} is gone")
+        subprocess.run(["nsenter", "-t", str(self._init_pid), "-m", "--", "/bin/sh", "-c",
+                        f"mkdir -p {shlex.quote(target)} && mount --bind {shlex.quote(str(source))} "
+                        f"{shlex.quote(target)}"], check=True, capture_output=True, text=True, timeout=30)
 
     def pids(self) -> list[int]:
         """The host's processes, as PIDs of this (the launcher's) PID namespace."""
