@@ -68,13 +68,12 @@ from geotrain.errors import (CapacityError, CatalogError, CredentialsError, NotF
 from geotrain.procs import proc_stat
 from geotrain.specfile import Fields, load_yaml_mapping
 from geotrain.providers.base import Capabilities, LaunchRequest, LoginCommand, NodeInfo, NodeState
-from geotrain.providers.sshlink import SSHFailure, SshLink, SshTarget, control_dir, ssh_error
+from geotrain.providers.sshlink import SSHFailure, SshLink, SshTarget
+from geotrain.providers.sshnode import (AGENT_MODULE, DEFAULT_ROOT, WHEELS, agent_endpoint, install, install_dry_run,
+                                       start_agent, start_script, stop_script)
 from geotrain.providers.statefile import JsonState, location_of, node_info, provider_root
 
 ENV_INVENTORY = "GEOTRAIN_ONPREM_INVENTORY"  # the inventory file, when no setting names it
-AGENT_MODULE = "geotrain.node.agent"
-DEFAULT_ROOT = "~/.geotrain-node"
-WHEELS = "~/.geotrain-node/wheels"  # where shipped wheels land on a host
 STATE_VERSION = 1
 HostsKey = tuple[str, str]  # (site, instance_type): the offer's region and instance type
 
@@ -189,7 +188,6 @@ class OnPremProvider:
         self.inventory = inventory  # for messages
         self.torch_index = torch_index  # where a host without torch gets it (None: chosen on the host)
         self.notes: list[str] = []  # what a launch did that the user should hear of (torch installed)
-        self._wheel: Any = None  # this geotrain's wheel, built on the first launch
         # How long the ssh call that starts an agent may take before the launch's outcome is unknown.
         self.launch_timeout_s = launch_timeout_s or connect_timeout_s + agent_ready_timeout_s + 30
 
@@ -308,15 +306,12 @@ class OnPremProvider:
     def dry_run(self, request: LaunchRequest) -> list[dict[str, Any]]:
         """The ssh commands ``launch`` would run (on the first machine free now), token hidden: ship this
         geotrain's wheel, install it, start the agent. Runs nothing."""
-        from geotrain.providers.shipping import install_script, wheel_name
-
         hosts = self._hosts_for(request.offer)
         with self._locked() as paths:
             host = self._free_host(self._load(paths), hosts) or hosts[0]
-        python = host.python if len(shlex.split(host.python)) == 1 else f"{DEFAULT_ROOT}/image-python"
-        install = f"cd {_remote_path(WHEELS)} && " + install_script(wheel_name(), python=python,
-                                                                     torch_index=self.torch_index)
-        script = self._start_script(host, "<node id>", "<python of the installed geotrain>")
+        install = install_dry_run(host.python, self.torch_index)
+        script = start_script(host.root, "<node id>", "<python of the installed geotrain>",
+                              agent_module=self.agent_module, ready_timeout_s=self.agent_ready_timeout_s)
         argv = self._ssh_argv(host, script)
         return [{"call": "ssh", "params": {"host": host.describe(), "argv": argv[:argv.index("--")] + ["--", "tar -x"],
                                            "stdin": "<tar of this geotrain's wheel>", "what": f"copy the wheel to {WHEELS}"}},
@@ -482,30 +477,9 @@ class OnPremProvider:
             time.sleep(0.2)
 
     def _start_agent(self, host: Host, node_id: str, token: str, scope: str, python: str) -> dict[str, Any]:
-        result = self._run_ssh(host, self._start_script(host, node_id, python), stdin=token + "\n",
-                               timeout_s=self.launch_timeout_s, scope=scope)
-        out = result.stdout
-        fields = dict(line.split(" ", 1) for line in out.splitlines() if line.startswith("GEOTRAIN-") and " " in line)
-        if result.returncode == 0 and "GEOTRAIN-AGENT" in fields:
-            try:
-                agent = json.loads(fields["GEOTRAIN-AGENT"])
-                return {"node_dir": fields["GEOTRAIN-NODE-DIR"], "pid": int(agent["pid"]),
-                        "pgid": int(fields.get("GEOTRAIN-PGID") or agent["pid"]), "port": int(agent["port"])}
-            except (KeyError, ValueError, TypeError) as exc:
-                raise ProviderError(f"the node agent on {host.describe()} wrote an unreadable agent.json: "
-                                    f"{out[-500:]}", scope=scope) from exc
-        tail = out.split("GEOTRAIN-LOG\n", 1)[-1].strip()[-1500:] or result.stderr.strip()[-1500:] or "(nothing)"
-        what = {73: "exited at once", 74: f"did not listen within {self.agent_ready_timeout_s:.0f} s",
-                71: "has no node directory", 72: "has no node directory"}.get(
-            result.returncode, f"could not be started (exit {result.returncode})")
-        if "No module named" in tail or "not found" in tail:
-            hint = self._install_hint(host)
-        elif result.returncode in (71, 72):
-            hint = f"set root: for this host to a directory {host.user} may write"
-        else:
-            hint = "fix what the log says and launch again"
-        raise ProviderError(f"the node agent on {host.describe()} {what}; its log says: {tail}; {hint}",
-                            scope=scope) from SSHFailure(self._ssh_argv(host, ""), result.returncode, result.stderr)
+        return start_agent(self._link(host, scope), node_id, token, python, root=host.root,
+                           agent_module=self.agent_module, ready_timeout_s=self.agent_ready_timeout_s,
+                           timeout_s=self.launch_timeout_s, cloud="none", hint=self._install_hint(host))
 
     def _install_hint(self, host: Host) -> str:
         return (f"set python: for this host to a Python 3.11 or newer that has torch (the launcher installs "
@@ -513,100 +487,18 @@ class OnPremProvider:
 
     def _install(self, host: Host, scope: str) -> str:
         """Ship this geotrain to the host and install it (once per version); the Python that has it."""
-        from geotrain.files import geotrain_home
-        from geotrain.providers.shipping import build_wheel, install_script, parse_install_output
-
-        if self._wheel is None:
-            self._wheel = build_wheel(geotrain_home() / "wheels")
-        wheel = self._wheel
-        link = self._link(host, scope)
-        link.upload([(wheel.path, f"{WHEELS}/{wheel.path.name}")], timeout_s=self.launch_timeout_s)
-        python = host.python
-        words = shlex.split(python)
-        if len(words) > 1:  # "env X=1 /opt/py": a one-word wrapper for the install script
-            wrapper = f"exec {' '.join(shlex.quote(w) for w in words)} \"$@\""
-            made = link.run(f"mkdir -p {_remote_path(DEFAULT_ROOT)} && w={_remote_path(DEFAULT_ROOT)}/image-python && "
-                            f"printf '#!/bin/sh\\n%s\\n' {shlex.quote(wrapper)} > \"$w\" && chmod 700 \"$w\" && "
-                            'printf %s "$w"', timeout_s=self.connect_timeout_s + 30)
-            python = made.stdout.strip()
-        script = f"cd {_remote_path(WHEELS)} && " + install_script(wheel.path.name, python=python,
-                                                                    torch_index=self.torch_index)
-        result = link.run(script, timeout_s=self.launch_timeout_s + 600)
-        try:
-            installed = parse_install_output(result.stdout)
-        except ProviderError as exc:
-            raise ProviderError(f"installing geotrain on {host.describe()} failed: {exc}; "
-                                f"{self._install_hint(host)}", scope=scope) from exc
+        installed = install(self._link(host, scope), host.python, torch_index=self.torch_index,
+                            timeout_s=self.launch_timeout_s, hint=self._install_hint(host))
         if installed.torch_installed:
             self.notes.append(f"{host.describe()}: torch {installed.torch_installed} was installed (the host's "
                               f"Python {host.python} had none)")
         return installed.python
 
-    def _start_script(self, host: Host, node_id: str, python: str) -> str:
-        python = shlex.quote(python)
-        ticks = max(1, int(self.agent_ready_timeout_s * 20))
-        return f"""set -u
-umask 077
-d={_remote_path(host.root)}/{shlex.quote(node_id)}
-mkdir -p "$d" && cd "$d" || {{ echo "cannot create $d" >&2; exit 71; }}
-cat > token.new && mv -f token.new token || {{ echo "cannot write $d/token" >&2; exit 72; }}
-d=$(pwd -P)
-echo "GEOTRAIN-NODE-DIR $d"
-{_ALIVE}
-pid=$(cat agent.pid 2>/dev/null)
-if [ -n "$pid" ] && alive "$pid" && ours "$pid"; then :; else
-  rm -f agent.json
-  setsid nohup {python} -m {shlex.quote(self.agent_module)} --bind 127.0.0.1 --port 0 \
---root "$d" --token-file "$d/token" --cloud none >> agent.log 2>&1 < /dev/null &
-  pid=$!
-  echo "$pid" > agent.pid
-fi
-i=0
-while [ ! -s agent.json ]; do
-  if ! alive "$pid"; then echo "GEOTRAIN-LOG"; tail -c 1500 agent.log; exit 73; fi
-  i=$((i + 1))
-  if [ "$i" -gt {ticks} ]; then
-    kill -KILL -- "-$pid" 2>/dev/null; kill -KILL "$pid" 2>/dev/null
-    echo "GEOTRAIN-LOG"; tail -c 1500 agent.log; exit 74
-  fi
-  sleep 0.05
-done
-pg=$(ps -o pgid= -p "$pid" 2>/dev/null | tr -d " ")
-echo "GEOTRAIN-PGID ${{pg:-$pid}}"
-echo "GEOTRAIN-AGENT $(cat agent.json)"
-"""
-
     # -- stop and liveness ---------------------------------------------------------------------
 
     def _stop_script(self, rec: dict[str, Any]) -> str:
-        host = _host_of(rec)
-        d = shlex.quote(rec["node_dir"]) if rec.get("node_dir") else \
-            f"{_remote_path(host.root)}/{shlex.quote(rec['node_id'])}"
-        agent = rec.get("agent") or {}
-        ticks = max(1, int(self.stop_wait_s * 20))
-        return f"""set -u
-d={d}
-[ -d "$d" ] || {{ echo "GEOTRAIN-GONE"; exit 0; }}
-cd "$d" && d=$(pwd -P)
-{_ALIVE}
-rm -f "$d/token"
-pid=$(cat agent.pid 2>/dev/null)
-pid=${{pid:-{int(agent.get("pid") or 0)}}}
-if [ "$pid" -gt 0 ] && alive "$pid" && ours "$pid"; then
-  pg=$(ps -o pgid= -p "$pid" 2>/dev/null | tr -d " ")
-  kill -TERM "$pid" 2>/dev/null
-  i=0
-  while alive "$pid" && [ "$i" -lt {ticks} ]; do sleep 0.05; i=$((i + 1)); done
-  kill -KILL -- "-${{pg:-$pid}}" 2>/dev/null
-  kill -KILL "$pid" 2>/dev/null
-fi
-for f in $(grep -lzxF -- "GEOTRAIN_NODE_DIR=$d" /proc/[0-9]*/environ 2>/dev/null); do
-  p=${{f#/proc/}}; p=${{p%/environ}}
-  kill -KILL -- "-$p" 2>/dev/null; kill -KILL "$p" 2>/dev/null
-done
-rm -f agent.json agent.pid
-echo "GEOTRAIN-STOPPED"
-"""
+        return stop_script(rec.get("node_dir"), _host_of(rec).root, rec["node_id"], (rec.get("agent") or {}).get("pid"),
+                           self.stop_wait_s)
 
     def _stop(self, rec: dict[str, Any], *, raise_errors: bool, ask_agent: bool = True) -> bool:
         """Stop the node's agent and commands over SSH (``ask_agent``: first ask the agent to kill its
@@ -641,18 +533,9 @@ echo "GEOTRAIN-STOPPED"
         return True
 
     def _endpoint(self, rec: dict[str, Any], *, fresh: bool = False) -> Any:
-        """The agent's endpoint: a Unix socket here that the host's SSH link forwards to the agent's
-        loopback port (``fresh``: check the link and the forward first, and make them again if gone)."""
-        from geotrain.providers.remote import AgentEndpoint
-
-        port = int(rec["agent"]["port"])
-        link = self._link(_host_of(rec), location_of(rec).zone_scope)
-        path = control_dir() / f"{link.name}-{rec['node_id']}-{port}.sock"
-        if fresh or not path.exists():
-            if not link.up():
-                path.unlink(missing_ok=True)
-            link.forward_local(path, port)
-        return AgentEndpoint("127.0.0.1", port, self._token(rec["run_id"]), socket=str(path))
+        """The agent's endpoint, through the host's SSH link (``sshnode.agent_endpoint``)."""
+        return agent_endpoint(self._link(_host_of(rec), location_of(rec).zone_scope), rec["node_id"],
+                              int(rec["agent"]["port"]), self._token(rec["run_id"]), fresh=fresh)
 
     def _token(self, run_id: str) -> str:
         if self._token_for is None:
@@ -770,25 +653,6 @@ echo "GEOTRAIN-STOPPED"
         if self.inventory:
             return f" in {self.inventory}"
         return f" (no inventory: set {ENV_INVENTORY} or the job spec's onprem.inventory)"
-
-
-# sh functions of both scripts: a live (non-zombie) process, and one that is this node's agent.
-_ALIVE = """alive() {
-  kill -0 "$1" 2>/dev/null || return 1
-  [ -r "/proc/$1/stat" ] || return 0
-  s=$(sed "s/.*) //" "/proc/$1/stat" | cut -c1)
-  [ "$s" != Z ] && [ "$s" != X ]
-}
-ours() { [ ! -d "/proc/$1" ] || tr "\\000" "\\n" < "/proc/$1/cmdline" | grep -qxF -- "$d"; }"""
-
-
-def _remote_path(path: str) -> str:
-    """``path`` for the remote shell, quoted, with a leading ``~`` as the remote $HOME."""
-    if path == "~":
-        return '"$HOME"'
-    if path.startswith("~/"):
-        return '"$HOME"/' + shlex.quote(path[2:])
-    return shlex.quote(path)
 
 
 def _owner() -> dict[str, Any]:

@@ -61,6 +61,7 @@ class SshTarget:
     known_hosts: str = "~/.ssh/known_hosts"
     config: str | None = None  # ssh's -F (None: the user's own; "none": no config file)
     connect_timeout_s: float = 10.0
+    host_key_alias: str | None = None  # the name its host key is under in known_hosts (a VM's: its own)
 
     def describe(self) -> str:
         return f"{self.user}@{self.host}:{self.port}"
@@ -154,6 +155,8 @@ class SshLink:
             "-o", f"ControlPath={self.control_path}",
             "-o", "ControlMaster=yes" if master else "ControlMaster=no",
             "-p", str(t.port)]
+        if t.host_key_alias:
+            argv += ["-o", f"HostKeyAlias={t.host_key_alias}"]
         if master:
             argv += ["-o", "ControlPersist=yes", "-o", "ExitOnForwardFailure=yes"]
         if t.key:
