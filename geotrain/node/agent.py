@@ -272,7 +272,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--root", type=Path, required=True)
     parser.add_argument("--token-file", type=Path, required=True)
     parser.add_argument("--cloud", default="none")
-    parser.add_argument("--metadata-url", default=None)
+    parser.add_argument("--metadata-url", default=os.environ.get("GEOTRAIN_METADATA_URL") or None)
     args = parser.parse_args(argv)
     token = args.token_file.read_text().strip()
     if len(token) < 16:

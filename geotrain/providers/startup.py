@@ -1,4 +1,6 @@
-"""The startup script a cloud VM runs at first boot (AWS user data, GCP ``startup-script`` metadata,
+"""The startup scripts a cloud VM runs at first boot. :func:`ssh_startup_script`: an sshd of geotrain's
+own, through which the launcher does everything else (``geotrain.providers.cloudnodes``).
+:func:`startup_script` (the older way, still used by the GCP and Azure providers): the startup script (AWS user data, GCP ``startup-script`` metadata,
 Azure custom data): install geotrain at the launcher's version if the image lacks it (into a virtual environment of its
 own: images whose Python the OS manages refuse a plain pip install), then start the
 node agent (``geotrain.node.agent``) with the run's token, listening on the agent port, watching the
@@ -61,4 +63,68 @@ fi
 exec "$PY" -m geotrain.node.agent --bind "${{GEOTRAIN_AGENT_BIND:-0.0.0.0}}" --port {int(agent_port)} \\
   --root "$ROOT" --token-file "$ROOT/token" --cloud {shlex.quote(cloud)} \\
   ${{GEOTRAIN_METADATA_URL:+--metadata-url "$GEOTRAIN_METADATA_URL"}} >> "$ROOT/agent.log" 2>&1
+"""
+
+
+def ssh_startup_script(*, cloud: str, login_public: str, host_private: str, ssh_port: int,
+                       node_user: str = "geotrain") -> str:
+    """A VM's first boot when the launcher reaches it over SSH (``geotrain.providers.cloudnodes``): make
+    the node's user if the image lacks one (unlocked for key login, no password), and start an sshd of
+    geotrain's own on ``ssh_port`` with the node's host key, that lets in only that user with the run's
+    login key. Nothing is installed and nothing else is started: the launcher does the rest over SSH.
+
+    Variables, unset on a real VM, let a test run it as a "VM" on this machine: ``GEOTRAIN_NODE_USER``
+    (a user of this machine instead of ``node_user``), ``GEOTRAIN_NODE_ROOT`` (the VM's folder: sshd's
+    files go in its ``ssh/``, not /etc/geotrain-ssh, and sshd does not insist on its parents' modes,
+    such as a shared /tmp's), ``GEOTRAIN_SSH_BIND`` (the address sshd listens
+    on, default all), and ``GEOTRAIN_METADATA_URL`` (the fake metadata endpoint, handed to the node's
+    commands by sshd).
+    """
+    for name, text in (("login key", login_public), ("host key", host_private)):
+        if "GEOTRAIN_" in text:
+            raise ValueError(f"a {name} cannot contain GEOTRAIN_")
+    if "\n" in login_public.strip() or not login_public.startswith("ssh-"):
+        raise ValueError("the login key is one public key line")
+    return f"""#!/bin/bash
+# geotrain {geotrain.__version__}: an sshd of its own for the launcher ({cloud})
+set -euo pipefail
+U="${{GEOTRAIN_NODE_USER:-{node_user}}}"
+if ! id -u "$U" > /dev/null 2>&1; then
+  useradd --create-home --shell /bin/bash "$U"
+fi
+[ "$U" = root ] || usermod -p '*' "$U"  # sshd refuses a locked user; there is no password
+D="${{GEOTRAIN_NODE_ROOT:+$GEOTRAIN_NODE_ROOT/ssh}}"
+D="${{D:-/etc/geotrain-ssh}}"
+install -d -m 755 "$D"
+umask 077
+cat > "$D/host_ed25519" <<'GEOTRAIN_HOST_KEY'
+{host_private.strip()}
+GEOTRAIN_HOST_KEY
+umask 022
+printf '%s\\n' {shlex.quote(login_public.strip())} > "$D/authorized_keys"
+if [ "$U" = root ]; then ROOT_LOGIN=prohibit-password; else ROOT_LOGIN=no; fi
+cat > "$D/sshd_config" <<GEOTRAIN_SSHD
+Port {int(ssh_port)}
+ListenAddress ${{GEOTRAIN_SSH_BIND:-0.0.0.0}}
+HostKey $D/host_ed25519
+AuthorizedKeysFile $D/authorized_keys
+AllowUsers $U
+PermitRootLogin $ROOT_LOGIN
+PubkeyAuthentication yes
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+UsePAM no
+AllowTcpForwarding yes
+X11Forwarding no
+PidFile $D/sshd.pid
+${{GEOTRAIN_METADATA_URL:+SetEnv GEOTRAIN_METADATA_URL=$GEOTRAIN_METADATA_URL}}
+${{GEOTRAIN_NODE_ROOT:+StrictModes no}}
+GEOTRAIN_SSHD
+if [ ! -x /usr/sbin/sshd ]; then  # an image without OpenSSH's server
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q openssh-server > "$D/install.log" 2>&1 || \\
+    {{ echo "geotrain: no sshd on this image and it could not be installed" >&2; exit 1; }}
+fi
+mkdir -p /run/sshd
+# in the foreground: the script's process is the node's sshd (cloud-init's last stage waits on it)
+exec /usr/sbin/sshd -D -e -f "$D/sshd_config"
 """

@@ -36,9 +36,9 @@ def test_a_dry_run_shows_each_clouds_calls_and_the_startup_script_but_not_the_to
     assert "ec2.run_instances" in calls["aws"] and "compute.instances.insert" in calls["gcp"]
     assert any("virtual_machines" in c for c in calls["azure"])
     run = next(c for c in nodes[0]["calls"] if c["call"] == "ec2.run_instances")["params"]
-    assert run["InstanceMarketOptions"]["MarketType"] == "spot" and "geotrain.node.agent" in run["UserData"]
-    assert "<run token>" in run["UserData"]
-    assert "203.0.113.7/32" in json.dumps(nodes)  # the one address the firewall opens the agents to
+    assert run["InstanceMarketOptions"]["MarketType"] == "spot" and "/usr/sbin/sshd" in run["UserData"]
+    assert "<this node's host key>" in run["UserData"] and "BEGIN OPENSSH PRIVATE KEY" not in run["UserData"]
+    assert "203.0.113.7/32" in json.dumps(nodes)  # the one address the firewall opens SSH (AWS) or the agents to
 
 
 def test_a_plan_with_nodes_on_a_cloud_the_providers_lack_is_refused(mix) -> None:

@@ -20,6 +20,7 @@ Teardown: the fake, the metadata server and the hypervisor go when the harness i
 
 from __future__ import annotations
 
+import getpass
 import shutil
 import tempfile
 import weakref
@@ -33,6 +34,7 @@ from botocore.config import Config
 from geotrain.domain import Location, Market
 from geotrain.providers.aws import AwsProvider
 from geotrain.providers.base import LaunchRequest, NodeInfo, Provider
+from geotrain.providers.cloudnodes import CloudNodes
 from geotrain.providers.remote import AgentChannel
 from tests.contract.conftest import Harness
 from tests.fakes.aws import FakeAws
@@ -47,10 +49,15 @@ def aws_client(fake: FakeAws, service: str, region: str) -> Any:
                         aws_access_key_id="testing", aws_secret_access_key="testing")
 
 
+# tests.fakes.vms's "VMs" are processes of this machine: their sshd lets in this machine's user
+LOOPBACK_NODES = CloudNodes("aws", node_user=getpass.getuser(), connect_timeout_s=5.0)
+
+
 def aws_provider(fake: FakeAws, home: Path | None, **settings: Any) -> AwsProvider:
-    """A provider on ``fake`` as the tests build it (the agent port open to 127.0.0.0/8)."""
+    """A provider on ``fake`` as the tests build it (the SSH port open to 127.0.0.0/8)."""
     settings.setdefault("control_cidr", "127.0.0.0/8")
     settings.setdefault("channel", AgentChannel(ready_timeout_s=60.0))
+    settings.setdefault("nodes", LOOPBACK_NODES)
     return AwsProvider(lambda service, region: aws_client(fake, service, region), home=home, **settings)
 
 

@@ -11,6 +11,7 @@ every process descended from the VM is stopped, then killed, as a VM that disapp
 from __future__ import annotations
 
 import contextlib
+import getpass
 import itertools
 import os
 import signal
@@ -72,7 +73,10 @@ class Hypervisor:
         (home / "startup.sh").write_text(script)
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home),
                "GEOTRAIN_NODE_ROOT": str(self.node_dir(vm_id)), "GEOTRAIN_PYTHON": sys.executable,
-               "GEOTRAIN_AGENT_BIND": address}
+               "GEOTRAIN_AGENT_BIND": address,
+               # a startup script that starts an sshd (geotrain.providers.startup.ssh_startup_script): this
+               # machine's user, on this VM's address only
+               "GEOTRAIN_NODE_USER": getpass.getuser(), "GEOTRAIN_SSH_BIND": address}
         if self.metadata is not None:
             env["GEOTRAIN_METADATA_URL"] = self.metadata.base_url(vm_id)  # type: ignore[attr-defined]
         with open(home / "console.log", "ab") as console:

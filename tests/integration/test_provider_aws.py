@@ -35,7 +35,9 @@ from geotrain.errors import (
 )
 from geotrain.providers.aws import AwsProvider
 from geotrain.providers.base import LaunchRequest, NodeState, Provider
-from geotrain.providers.remote import AGENT_PORT, run_token
+from geotrain.providers.cloudnodes import SSH_PORT
+from tests.contract.harness_aws import LOOPBACK_NODES
+from geotrain.providers.remote import run_token
 from tests.fakes.aws import DLAMI_IMAGE_ID, FakeAws
 
 pytestmark = pytest.mark.slow  # ~25 s: one moto server for the module, a few hundred EC2 calls
@@ -76,6 +78,7 @@ def provider(fake: FakeAws, home: Path, pauses: list[float] | None = None, **set
         return client(fake, service, region, **config)
 
     settings.setdefault("control_cidr", "127.0.0.0/8")
+    settings.setdefault("nodes", LOOPBACK_NODES)
     return AwsProvider(make, home=home, sleep=(pauses if pauses is not None else []).append, **settings)
 
 
@@ -139,8 +142,11 @@ def test_a_spot_launch_makes_a_spot_instance_in_the_planned_zone_with_the_script
 
     user_data = aws.describe_instance_attribute(InstanceId=node.node_id, Attribute="userData")["UserData"]["Value"]
     script = base64.b64decode(user_data).decode()
-    assert script.startswith("#!/bin/bash") and "--cloud aws" in script and f"--port {AGENT_PORT}" in script
-    assert run_token(run) in script
+    # the VM gets an sshd of geotrain's own with this node's host key and the run's login key, nothing else
+    from geotrain.providers.runkeys import host_key, login_key
+    assert script.startswith("#!/bin/bash") and f"Port {SSH_PORT}" in script
+    assert host_key(run, req.request_id).private.strip() in script and login_key(run)[1] in script
+    assert run_token(run) not in script
 
     [sent] = fake.vms.run_requests
     assert sent["InstanceMarketOptions.MarketType"] == "spot"
@@ -493,7 +499,7 @@ def test_start_refuses_ended_and_unknown_nodes(fake, geotrain_home, tmp_path):
 # ---------------------------------------------------------------------------------------- firewall, dry run
 
 
-def test_the_runs_group_opens_only_the_agent_port_to_the_launcher_and_tcp_between_nodes(fake, aws, geotrain_home):
+def test_the_runs_group_opens_only_the_ssh_port_to_the_launcher_and_tcp_between_nodes(fake, aws, geotrain_home):
     p = provider(fake, geotrain_home, control_cidr="203.0.113.7/32")
     run = new_run()
     p.launch(request(run, 0))
@@ -506,28 +512,29 @@ def test_the_runs_group_opens_only_the_agent_port_to_the_launcher_and_tcp_betwee
                      tuple(x["GroupId"] for x in r.get("UserIdGroupPairs", []))) for r in group["IpPermissions"]),
                    key=lambda r: r[1])
     assert rules == [("tcp", 0, 65535, (), (group["GroupId"],)),
-                     ("tcp", AGENT_PORT, AGENT_PORT, ("203.0.113.7/32",), ())]
+                     ("tcp", SSH_PORT, SSH_PORT, ("203.0.113.7/32",), ())]
     assert {t["Key"]: t["Value"] for t in group["Tags"]}["geotrain-run"] == run
     other = new_run()
     p.launch(request(other))
     assert len(groups(aws, other)) == 1 and groups(aws, other)[0]["GroupId"] != group["GroupId"]
 
 
-def test_dry_run_makes_no_call_and_hides_the_token(fake, geotrain_home):
+def test_dry_run_makes_no_call_and_no_key(fake, geotrain_home):
     def no_client(service: str, region: str):
         raise AssertionError(f"dry_run made a {service} client")
 
-    p = AwsProvider(no_client, home=geotrain_home, control_cidr="203.0.113.7/32")
+    p = AwsProvider(no_client, home=geotrain_home, control_cidr="203.0.113.7/32", nodes=LOOPBACK_NODES)
     run = new_run()
     req = request(run)
     calls = p.dry_run(req)
     assert fake.calls == [] and not (geotrain_home / "providers" / "tokens").exists()
+    assert not (geotrain_home / "providers" / "keys").exists()
     assert [c["call"] for c in calls] == [
         "ec2.describe_availability_zones", "ec2.describe_vpcs", "ec2.describe_security_groups",
         "ec2.create_security_group", "ec2.authorize_security_group_ingress", "ssm.get_parameter",
         "ec2.run_instances"]
     run_params = calls[-1]["params"]
-    assert "<run token>" in run_params["UserData"] and run_params["UserData"].startswith("#!/bin/bash")
+    assert "<this node's host key>" in run_params["UserData"] and run_params["UserData"].startswith("#!/bin/bash")
     assert run_params["InstanceMarketOptions"]["MarketType"] == "spot"
     assert run_params["InstanceType"] == "g4dn.xlarge" and run_params["MinCount"] == run_params["MaxCount"] == 1
     assert calls[4]["params"]["IpPermissions"][0]["IpRanges"][0]["CidrIp"] == "203.0.113.7/32"
@@ -535,7 +542,10 @@ def test_dry_run_makes_no_call_and_hides_the_token(fake, geotrain_home):
     real = provider(fake, geotrain_home)
     real.launch(req)
     [sent] = fake.vms.run_requests
-    assert base64.b64decode(sent["UserData"]).decode() == run_params["UserData"].replace("<run token>", run_token(run))
+    from geotrain.providers.runkeys import host_key, login_key
+    assert base64.b64decode(sent["UserData"]).decode() == run_params["UserData"].replace(
+        "<this node's host key>", host_key(run, req.request_id).private.strip()).replace(
+        "ssh-ed25519 <run-login-key>", login_key(run)[1])
     assert sent["ClientToken"] == run_params["ClientToken"]
 
 

@@ -6,7 +6,7 @@ import contextlib
 import copy
 import re
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Sequence, Mapping
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -23,7 +23,8 @@ from geotrain.providers.aws.state import Record, StateFile, by_node, group_key
 from geotrain.providers.base import Capabilities, LaunchRequest, NodeInfo, NodeState
 from geotrain.providers.bootwatch import PROBE_TIMEOUT_S, agent_answers
 from geotrain.providers.remote import AGENT_PORT, AgentChannel, AgentEndpoint, RemoteProcess, run_token
-from geotrain.providers.startup import startup_script
+from geotrain.providers.cloudnodes import CloudNodes
+from geotrain.providers.startup import ssh_startup_script
 
 DEFAULT_IMAGE_PARAMETER = "/aws/service/deeplearning/ami/x86_64/base-oss-nvidia-driver-gpu-ubuntu-24.04/latest/ami-id"
 SPOT_RECLAIM_CODE = "Server.SpotInstanceTermination"
@@ -48,6 +49,7 @@ class AwsProvider:
     def __init__(self, client_factory: ClientFactory, *, home: Path | None = None, control_cidr: str | None = None,
                  image_parameter: str = DEFAULT_IMAGE_PARAMETER, image_id: str | None = None,
                  agent_port: int = AGENT_PORT, channel: AgentChannel | None = None, home_region: str = "us-east-1",
+                 nodes: CloudNodes | None = None,
                  unlisted_grace_s: float = 300.0, throttle_attempts: int = 3, first_pause_s: float = 0.5,
                  sleep: Callable[[float], None] = time.sleep,
                  clock: Callable[[], datetime] | None = None) -> None:
@@ -57,6 +59,7 @@ class AwsProvider:
         self.image_parameter, self.image_id = image_parameter, image_id
         self.agent_port = agent_port
         self.channel = channel or AgentChannel()
+        self.nodes = nodes or CloudNodes("aws")  # how the launcher reaches the VMs: SSH, its own keys
         self.home_region = home_region
         self.unlisted_grace_s = unlisted_grace_s
         self._clock = clock or (lambda: datetime.now(timezone.utc))
@@ -146,31 +149,67 @@ class AwsProvider:
 
     def start(self, node_id: str, argv: list[str], env: dict[str, str], log_path: Path,
               cwd: Path | str | None = None, files: Mapping[str, str] | None = None) -> RemoteProcess:
-        node = self._refresh(node_id)
+        """Run ``argv`` through the node's agent, reached over the launcher's SSH link (the VM is set up
+        first if it is not yet: geotrain shipped and installed, its agent started)."""
         deadline = time.monotonic() + self.channel.ready_timeout_s
-        while not node.ended and not node.address and time.monotonic() < deadline:
-            time.sleep(1.0)  # AWS gives the public IP while the instance is pending
-            node = self._refresh(node_id)
-        if node.ended:
+        while (ready := self.booted(node_id)) is None and time.monotonic() < deadline:
+            time.sleep(1.0)
+        node = self._refresh(node_id)
+        if node.ended or ready is False:
             raise ProviderError(f"cannot start a command on node {node_id}: it is {node.state} ({node.end_reason}); "
                                 "launch another node", scope=node.location.zone_scope)
-        if not node.address:
-            raise ProviderError(f"node {node_id} has no address after {self.channel.ready_timeout_s:.0f} s",
+        if ready is None:
+            raise ProviderError(f"node {node_id} did not answer over SSH within {self.channel.ready_timeout_s:.0f} s",
                                 scope=node.location.zone_scope)
-        endpoint = AgentEndpoint(node.address, self.agent_port, run_token(node.run_id))
+        rec = self._record(node_id)
+        link = self._link(rec)
+        endpoint = self.nodes.endpoint(link, node_id, rec["agent"], run_token(rec["run_id"]), fresh=True)
         return self.channel.start(endpoint, argv, env, Path(log_path), cwd, alive=lambda: self._alive(node_id),
                                   files=files)
 
     def booted(self, node_id: str) -> bool | None:
-        """:class:`~geotrain.providers.bootwatch.BootWatch`: one DescribeInstances, then one look at the node
-        agent once the instance runs and has an address (False: ended; None: not yet)."""
+        """:class:`~geotrain.providers.bootwatch.BootWatch`: one DescribeInstances; once the instance runs
+        and has an address, its set-up over SSH the first time (this geotrain installed, its agent
+        started: tens of seconds), then one look at the agent (False: ended, or a host key that is not
+        the node's; None: not yet)."""
+        from geotrain.errors import CredentialsError
+
         node = self._refresh(node_id)
         if node.ended:
             return False
         if node.state != NodeState.RUNNING or not node.address:
             return None
-        endpoint = AgentEndpoint(node.address, self.agent_port, run_token(node.run_id))
-        return agent_answers(endpoint, min(self.channel.timeout_s, PROBE_TIMEOUT_S))
+        rec = self._record(node_id)
+        link = self._link(rec)
+        token = run_token(rec["run_id"])
+        try:
+            if not rec.get("agent"):
+                agent = self.nodes.prepare(link, node_id, token)
+                with self._state.locked() as state:
+                    now = by_node(state, node_id)
+                    if now is not None:
+                        now["agent"] = agent
+                rec = {**rec, "agent": agent}
+            return self.channel.health(self.nodes.endpoint(link, node_id, rec["agent"], token, fresh=True)) is not None
+        except CredentialsError:
+            return False  # not the node's host key (or login refused): never this node
+        except ProviderError:
+            return None  # its sshd does not answer yet
+
+    # ------------------------------------------------------------------ nodes over SSH (NodeLink)
+
+    def ship(self, node_id: str, sources: Sequence[tuple[Path, str]]) -> None:
+        """Copy local files and folders onto the VM (destinations under its user's home)."""
+        self._link(self._record(node_id)).upload(sources)
+
+    def store_address(self, node_id: str, local_port: int) -> tuple[str, int]:
+        """Where the VM reaches ``127.0.0.1:local_port`` here: a port of its loopback that the SSH link
+        forwards back."""
+        return "127.0.0.1", self._link(self._record(node_id)).forward_remote(local_port)
+
+    def _link(self, rec: Record) -> Any:
+        return self.nodes.link(rec["run_id"], rec["request_id"], rec.get("address") or "",
+                               scope=f"aws/{rec['region']}")
 
     @classmethod
     def for_dry_run(cls, **settings: Any) -> AwsProvider:
@@ -203,7 +242,7 @@ class AwsProvider:
                 {"Name": "vpc-id", "Values": [vpc]}]}},
             {"call": "ec2.create_security_group", "params": network.create_params(request.run_id, vpc)},
             {"call": "ec2.authorize_security_group_ingress", "params": {
-                "GroupId": group, "IpPermissions": _dry_ingress(self.agent_port, cidr, group)}},
+                "GroupId": group, "IpPermissions": _dry_ingress(self.nodes.ssh_port, cidr, group)}},
         ]
         if self.image_id is None:
             calls.append({"call": "ssm.get_parameter", "params": {"Name": self.image_parameter}})
@@ -264,10 +303,20 @@ class AwsProvider:
                 {"Key": TAG_REQUEST, "Value": records.tag(request.request_id)},
                 {"Key": TAG_OFFER, "Value": records.tag(offer.offer_id)},
                 {"Key": "Name", "Value": records.tag(f"geotrain {request.run_id}")}]
+        if token == TOKEN_PLACEHOLDER:  # a dry run: no key is made
+            user_data = ssh_startup_script(cloud="aws", login_public="ssh-ed25519 <run-login-key>",
+                                           host_private="<this node's host key>", ssh_port=self.nodes.ssh_port,
+                                           node_user=self.nodes.node_user)
+        else:
+            from geotrain.providers.runkeys import host_key, login_key
+
+            user_data = ssh_startup_script(cloud="aws", login_public=login_key(request.run_id)[1],
+                                           host_private=host_key(request.run_id, request.request_id).private,
+                                           ssh_port=self.nodes.ssh_port, node_user=self.nodes.node_user)
         params: dict[str, Any] = {
             "ImageId": image, "InstanceType": offer.shape.instance_type, "MinCount": 1, "MaxCount": 1,
             "ClientToken": client_token,
-            "UserData": startup_script(cloud="aws", token=token, agent_port=self.agent_port),
+            "UserData": user_data,
             "SecurityGroupIds": [group_id],
             "InstanceInitiatedShutdownBehavior": "terminate",
             "MetadataOptions": {"HttpTokens": "required", "HttpEndpoint": "enabled"},
@@ -340,7 +389,7 @@ class AwsProvider:
         if known and self._ensured.get(key) == known["group_id"]:
             return str(known["group_id"])  # made with both rules by this instance, and not deleted since
         vpc_id = known["vpc_id"] if known else network.default_vpc(self._call, region)
-        group_id = network.ensure_group(self._call, region, run_id, vpc_id, self.agent_port, str(self.control_cidr))
+        group_id = network.ensure_group(self._call, region, run_id, vpc_id, self.nodes.ssh_port, str(self.control_cidr))
         with self._state.locked() as state:
             state["groups"][key] = {"run_id": run_id, "region": region, "vpc_id": vpc_id, "group_id": group_id,
                                     "retry_after": 0.0}
