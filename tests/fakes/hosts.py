@@ -28,8 +28,10 @@ Usage::
 
 Addresses: LAN ``k`` (1..63) is ``10.P.k.0/24``; routers' uplinks are ``10.P.0.{4k+1}/30`` (internet side)
 and ``10.P.0.{4k+2}``; public addresses come from ``198.51.100.0/24`` (idx 0..15) or ``203.0.113.0/24``
-(idx 16..31), one /28 per world; the launcher's public address is ``192.0.2.{64+idx}`` (documentation
-ranges; it exists only as the internet namespace's SNAT address). Before routing anything :class:`World`
+(idx 16..31), one /28 per world (14 hosts; an address is not reused; ``world.reserve_public()`` takes
+one before its host exists, ``lan.host(..., public_address=...)`` gives it to the host); the launcher's
+public address is ``192.0.2.{64+idx}`` (documentation ranges; it exists only as the internet namespace's
+SNAT address). Before routing anything :class:`World`
 checks that none of its prefixes overlaps an address or a route of the root namespace, and refuses
 otherwise. Nothing is routed toward a real interface: the internet namespace has no default route; the
 root namespace gets two routes, the world's ``10.P.0.0/16`` and its public /28, both through the world's
@@ -62,9 +64,13 @@ What is faithful
   ``/opt``, ``/mnt``, ``/srv``, ``/media``, ``/var/tmp``, ``/dev/shm`` and ``/var/lib/geotrain-test-hosts``
   (where the hosts' own files live); ``/tmp``, ``/run`` and ``/home/USER`` are the host's own
   directories, kept on this machine's disk under ``/var/lib/geotrain-test-hosts/gt{idx}-h{n}/``
-  (:meth:`Host.path` maps a host path to it, so a test can look at what a host left after it died).
-  ``/etc/hosts`` maps its hostname to its private address (gloo's hostname lookup gives that address);
-  ``/etc/resolv.conf`` names no nameserver (name lookups other than ``/etc/hosts`` fail fast).
+  (:meth:`Host.path` maps a host path to it, so a test can look at what a host left after it died;
+  it maps ``/etc`` too).
+  ``/etc`` is the host's own copy of this machine's ``/etc``, made when the host is built (after its user
+  exists), so root inside a host can ``useradd`` or write ``/etc/...`` as on a VM (cloud-init's user
+  data does) and only that host sees it; ``/etc/hosts`` maps its hostname to its private address
+  (gloo's hostname lookup gives that address); ``/etc/resolv.conf`` names no nameserver (name lookups
+  other than ``/etc/hosts`` fail fast).
 * Users: each host has its own unprivileged user (``useradd``, ``gt{idx}u{n}``, unlocked for key login,
   removed at close) with its own home; commands run with a clean environment (HOME, USER, LOGNAME,
   SHELL, LANG, PATH with the image first).
@@ -76,14 +82,18 @@ What is faithful
 
 What is not faithful
 --------------------
-* Same kernel, same clock, same CPUs and memory (no limits unless a test adds a cgroup), same
-  ``/usr``, ``/etc`` (``/etc/passwd`` lists the other hosts' users; secrets in ``/etc`` are root's only)
-  and ``/var/cache/geotrain-test-image``; the rest of the root file system is visible read-only to the
-  host's user by the ordinary permissions (what root made world-readable there, a host can read).
+* Same kernel, same clock, same CPUs and memory (no limits unless a test adds a cgroup), same ``/usr``
+  and ``/var/cache/geotrain-test-image``; a host's ``/etc`` starts as a copy of this machine's (its
+  ``/etc/passwd`` lists the users of the hosts built before it; secrets in ``/etc`` are root's only),
+  and a user that root adds inside a host may get a uid that another host's user has outside (harmless:
+  neither sees the other's processes or files); the rest of the root file system (``/var``, ``/usr`` ...)
+  is this machine's, visible read-only to the host's user by the ordinary permissions (what root made
+  world-readable there, a host can read), and writable by root inside a host.
 * Root inside a host is root on this machine: it can unmount the tmpfs, enter other namespaces, kill
   anything. Only the host's unprivileged user is confined; run untrusted commands as that user.
 * No latency, loss or bandwidth limit (add tc/tbf or a delay line, see environment notes section 7); no
-  IPv6 (disabled in every namespace); no DNS server; no metadata service; MTU 1500 veths.
+  IPv6 (disabled in every namespace); no DNS server; no metadata service (``tests.fakes.cloudhosts`` adds
+  one per VPC); MTU 1500 veths.
 * A killed host's disk (its home, /tmp and /run) stays readable by the launcher until close; a cloud's
   terminated VM loses it.
 * The holders die with the thread that built the world (``PR_SET_PDEATHSIG``); build a world in the
@@ -313,6 +323,7 @@ class World:
         base = ipaddress.ip_address("198.51.100.0" if idx < 16 else "203.0.113.0") + (idx % 16) * 16
         self.public_block = ipaddress.ip_network(f"{base}/28")
         self._public_free = [str(a) for a in list(self.public_block.hosts())]
+        self._public_reserved: set[str] = set()  # handed out by reserve_public, no host yet
         self.private_block = ipaddress.ip_network(f"10.{self._octet}.0.0/16")
         self.root_dir = HOSTS_DIR / self.name
         try:
@@ -459,6 +470,23 @@ table inet {self.name} {{
         if not self._public_free:
             raise RuntimeError(f"world {self.name} has no public address left ({self.public_block})")
         return self._public_free.pop(0)
+
+    def reserve_public(self) -> str:
+        """Take a public address of the world's pool now, for a host made later with
+        ``lan.host(..., public_address=...)`` (as a cloud names an instance's address before it boots)."""
+        self._check_open()
+        address = self._next_public()
+        self._public_reserved.add(address)
+        return address
+
+    def _take_public(self, address: str) -> str:
+        if address in self._public_reserved:
+            self._public_reserved.discard(address)
+        elif address in self._public_free:
+            self._public_free.remove(address)
+        else:
+            raise ValueError(f"{address} is not a free public address of world {self.name} ({self.public_block})")
+        return address
 
 
 def _isolate_ns(ns: str, *, forward: bool) -> None:
@@ -639,11 +667,13 @@ table ip gtr {{
             # the launcher (and only through its veth) routes this site's private /24
             _ip("route", "add", str(self.subnet), "via", self._uplink_router, ns=w.inet_ns)
 
-    def host(self, name: str, *, public_ip: bool | None = None, account: Host | None = None) -> Host:
+    def host(self, name: str, *, public_ip: bool | None = None, account: Host | None = None,
+             public_address: str | None = None) -> Host:
         """A new host on this LAN, with hostname ``name``. On a public LAN it gets a public address
         unless ``public_ip=False``; on an on-prem LAN it never does. ``account``: the host's user is that
         host's (same name and uid, as a site's central accounts give one user on every machine), with
-        a home of its own."""
+        a home of its own. ``public_address``: this address of the world's pool (free, or taken with
+        :meth:`World.reserve_public`) rather than the next one."""
         w = self.world
         w._check_open()
         if not re.fullmatch(r"[a-z0-9]([a-z0-9-]{0,30}[a-z0-9])?", name):
@@ -652,12 +682,17 @@ table ip gtr {{
             raise ValueError(f"a host named {name!r} exists already")
         if len(self._hosts) >= MAX_HOSTS_PER_LAN:
             raise ValueError(f"at most {MAX_HOSTS_PER_LAN} hosts per LAN")
-        if public_ip and not self.public:
+        if (public_ip or public_address) and not self.public:
             raise ValueError(f"LAN {self.name} is not public: its hosts have no public address")
+        if public_address is not None and public_ip is False:
+            raise ValueError("public_address with public_ip=False")
         image = w.image
         n = len(w._hosts) + 1
         address = f"10.{w._octet}.{self.k}.{10 + len(self._hosts)}"
-        public = w._next_public() if (self.public if public_ip is None else public_ip) else None
+        if public_address is not None:
+            public = w._take_public(public_address)
+        else:
+            public = w._next_public() if (self.public if public_ip is None else public_ip) else None
         host = Host(self, name, n, address, public, image, account)
         w._hosts.append(host)
         self._hosts.append(host)
@@ -750,13 +785,13 @@ class Host:
         return f"{self.image}/bin:/usr/local/bin:/usr/bin:/bin"
 
     def path(self, inside: str) -> Path:
-        """Where a path under the host's home, /tmp or /run lies on the launcher's disk."""
+        """Where a path under the host's home, /tmp, /run or /etc lies on the launcher's disk."""
         p = Path(inside)
         for mount, there in ((Path(self.home), self.disk / "home"), (Path("/tmp"), self.disk / "tmp"),
-                             (Path("/run"), self.disk / "run")):
+                             (Path("/run"), self.disk / "run"), (Path("/etc"), self.disk / "etc")):
             if p == mount or mount in p.parents:
                 return there / p.relative_to(mount)
-        raise ValueError(f"{inside} is not under {self.home}, /tmp or /run")
+        raise ValueError(f"{inside} is not under {self.home}, /tmp, /run or /etc")
 
     # -- build
     def _build(self) -> None:
@@ -779,10 +814,14 @@ class Host:
         (d / "home" / ".bashrc").write_text(profile)
         for p in (d / "home", d / "home" / ".ssh", d / "home" / ".profile", d / "home" / ".bashrc"):
             os.chown(p, self.uid, self.gid)
-        (d / "etc" / "hosts").write_text(f"127.0.0.1\tlocalhost\n{self.private_address}\t{self.name}\n")
-        (d / "etc" / "hostname").write_text(f"{self.name}\n")
-        (d / "etc" / "resolv.conf").write_text("# no nameserver on a test host\noptions timeout:1 attempts:1\n")
-        for f in ("hosts", "hostname", "resolv.conf"):
+        # the host's own /etc: this machine's as it is now (the host's user included), then its own
+        # hosts, hostname and resolv.conf (regular files: unlinked first, a symlink would lead outside)
+        _sh(["cp", "-a", "/etc/.", str(d / "etc")])
+        for f, text in (("hosts", f"127.0.0.1\tlocalhost\n{self.private_address}\t{self.name}\n"),
+                        ("hostname", f"{self.name}\n"),
+                        ("resolv.conf", "# no nameserver on a test host\noptions timeout:1 attempts:1\n")):
+            (d / "etc" / f).unlink(missing_ok=True)
+            (d / "etc" / f).write_text(text)
             (d / "etc" / f).chmod(0o644)
         # network
         ns = self.netns
@@ -812,9 +851,7 @@ add element ip gtr haspub {{ {self.private_address} }}
         setup = f"""set -e
 mount --make-rprivate /
 mount -t sysfs -o ro sysfs /sys 2>/dev/null || true
-mount --bind {q(str(d / 'etc/hosts'))} /etc/hosts
-mount --bind {q(str(d / 'etc/hostname'))} /etc/hostname
-if [ -e /etc/resolv.conf ]; then mount --bind {q(str(d / 'etc/resolv.conf'))} /etc/resolv.conf; fi
+mount --bind {q(str(d / 'etc'))} /etc
 mount --bind {q(str(d / 'tmp'))} /tmp
 mount --bind {q(str(d / 'run'))} /run
 mount -t tmpfs -o mode=0755,nosuid,nodev tmpfs /home

@@ -11,14 +11,24 @@
 
 ``notify(vm_id, kind)`` gives a notice (kind "reclaim", or "rebalance" on AWS); ``first_served[vm_id]``
 is the time a notice was first answered to that VM (for the notice-to-checkpoint bench).
+
+``serve_unix(path, vm_of)`` also answers on a Unix socket (which, unlike 127.0.0.1, is reachable from
+another network namespace): each connection starts with a PROXY protocol v1 line
+(``PROXY TCP4 <source> <destination> <source port> <destination port>``, as a relay in front of it
+writes, see ``tests.fakes.cloudhosts``), then the VM's request exactly as it sent it, with the path the
+VM used (``/latest/api/token``, no VM id in it): ``vm_of(source)`` says which VM asks (None: 404).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import secrets
+import socketserver
 import threading
 import time
+from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from email.utils import format_datetime
 from http.server import BaseHTTPRequestHandler
@@ -37,6 +47,57 @@ class FakeMetadata(LocalServer):
         self.tokens: set[str] = set()
         self.requests: list[tuple[str, str]] = []
         self._lock = threading.Lock()
+        self._unix: list[tuple[socketserver.ThreadingUnixStreamServer, threading.Thread, str]] = []
+
+    def serve_unix(self, path: str | os.PathLike[str], vm_of: Callable[[str], str | None]) -> None:
+        """Answer on the Unix socket ``path`` too (made here, mode 0600; see the module docstring)."""
+        owner = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+            source = ""
+
+            def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - stdlib signature
+                return None
+
+            def handle(self) -> None:
+                parts = self.rfile.readline(108).decode("ascii", "replace").split()
+                if len(parts) != 6 or parts[0] != "PROXY":
+                    return
+                self.source = parts[2]
+                with contextlib.suppress(ValueError):
+                    self.client_address = (parts[2], int(parts[4]))
+                super().handle()
+
+        for method in self.methods:
+            setattr(Handler, f"do_{method}", lambda handler, m=method: owner._handle_proxied(handler, m, vm_of))
+        path = os.fspath(path)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+        old_umask = os.umask(0o177)
+        try:
+            server = socketserver.ThreadingUnixStreamServer(path, Handler)
+        finally:
+            os.umask(old_umask)
+        server.daemon_threads = True
+        thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02},
+                                  name=f"{self.name}-unix", daemon=True)
+        thread.start()
+        self._unix.append((server, thread, path))
+
+    def stop_unix(self) -> None:
+        """Stop the Unix-socket listeners (``stop`` does it too) and remove their sockets."""
+        while self._unix:
+            server, thread, path = self._unix.pop()
+            server.shutdown()
+            server.server_close()
+            thread.join(5)
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
+
+    def stop(self) -> None:
+        self.stop_unix()
+        super().stop()
 
     def base_url(self, vm_id: str) -> str:
         return f"{self.url}/{vm_id}"
@@ -52,7 +113,19 @@ class FakeMetadata(LocalServer):
     def _handle(self, handler: BaseHTTPRequestHandler, method: str) -> None:
         url = urlparse(handler.path)
         vm_id, _, path = url.path.lstrip("/").partition("/")
-        path = "/" + path
+        self._answer(handler, method, vm_id, "/" + path)
+
+    def _handle_proxied(self, handler: BaseHTTPRequestHandler, method: str,
+                        vm_of: Callable[[str], str | None]) -> None:
+        vm_id = vm_of(getattr(handler, "source", ""))
+        if vm_id is None:
+            handler.send_response(404)
+            handler.send_header("Content-Length", "0")
+            handler.end_headers()
+            return
+        self._answer(handler, method, vm_id, urlparse(handler.path).path)
+
+    def _answer(self, handler: BaseHTTPRequestHandler, method: str, vm_id: str, path: str) -> None:
         with self._lock:
             self.requests.append((vm_id, path))
             notice = self.notices.get(vm_id)

@@ -60,13 +60,17 @@ DescribeRegions lists; None = moto's 38). ``calls`` records (operation, region) 
 Instances (``FakeAws(hypervisor=...)``, knobs on ``fake.vms``): RunInstances honours ClientToken, gives
 127.0.0.N public IPs and boots the user data on the optional hypervisor; TerminateInstances kills the VMs;
 ``vms.run_errors``, ``vms.run_timeouts``, ``vms.reclaim`` (spot reclaim), ``vms.forget``; the Deep Learning
-AMI SSM parameter is registered per region. See :mod:`tests.fakes.aws.vms`.
+AMI SSM parameter is registered per region. See :mod:`tests.fakes.aws.vms`. With
+``FakeAws(hypervisor=tests.fakes.cloudhosts.HostHypervisor(world, metadata))`` the instances are faithful
+remote hosts instead (one VPC per region, the hosts' public and private addresses in moto, security groups
+as their firewall, the metadata service at 169.254.169.254 inside the VPC).
 """
 
 from tests.fakes.aws.data import ACCOUNT_ID, GPU_OF_CANONICAL, OFFERS_CSV, BundledRow, bundled_aws_rows, placement_score
 from tests.fakes.aws.ec2 import EC2_ERRORS, EC2_HANDLERS
 from tests.fakes.aws.server import FakeAws
-from tests.fakes.aws.vms import DLAMI_IMAGE_ID, DLAMI_PARAMETER, SPOT_RECLAIM_CODE, AwsVms
+from tests.fakes.aws.vms import DLAMI_IMAGE_ID, DLAMI_PARAMETER, SPOT_RECLAIM_CODE, AwsVms, HostsHypervisor
 
 __all__ = ["ACCOUNT_ID", "DLAMI_IMAGE_ID", "DLAMI_PARAMETER", "EC2_ERRORS", "EC2_HANDLERS", "GPU_OF_CANONICAL",
-           "OFFERS_CSV", "SPOT_RECLAIM_CODE", "AwsVms", "BundledRow", "FakeAws", "bundled_aws_rows", "placement_score"]
+           "OFFERS_CSV", "SPOT_RECLAIM_CODE", "AwsVms", "BundledRow", "FakeAws", "HostsHypervisor", "bundled_aws_rows",
+           "placement_score"]

@@ -11,6 +11,19 @@ moto do the rest (DescribeInstances, security groups, tags, VPCs, SSM):
   127.0.0.2 when there is no hypervisor), written into moto's network interface and into the answer;
   with a hypervisor, its user data (base64-decoded) is booted as the VM's startup script:
   ``hypervisor.boot(instance_id, "aws", script, address)``.
+- **On faithful hosts** (``FakeAws(hypervisor=HostHypervisor(world, metadata))``, tests/fakes/cloudhosts.py;
+  any hypervisor with ``private_address``): the VM boots with its region
+  (``hypervisor.boot(instance_id, "aws", script, address, region=region)``) as a host of the region's
+  VPC; moto's instance gets the host's public address and its private address (network interface,
+  ``PrivateIpAddress``, ``PrivateDnsName``, in the answer too). Security groups become the hosts'
+  admission rules, kept in step after RunInstances, TerminateInstances, a reclaim or forget, and
+  Authorize/RevokeSecurityGroupIngress and ModifyInstanceAttribute (moto answers those; this layer then
+  syncs): for each running VM, every IPv4 ingress rule of its groups (tcp/udp port ranges, icmp, all
+  traffic "-1"; other protocols and IPv6 are left out) admits its ``CidrIp``; a rule naming a group
+  (``UserIdGroupPairs``) admits each running instance of that group in the region by its *private*
+  address /32, as a VPC's group reference matches only traffic inside the VPC (a connection to a
+  public address arrives from the sender's public address and does not match). Egress rules are not
+  enforced (everything goes out).
 - **TerminateInstances.** moto terminates; then every instance of the request this fake made is
   killed on the hypervisor (``hypervisor.kill``) before the answer goes back.
 - **DeleteSecurityGroup.** ``DependencyViolation`` (400) while a pending or running instance of this
@@ -76,10 +89,29 @@ class Hypervisor(Protocol):  # tests/fakes/vms.py
     def alive(self, vm_id: str) -> bool: ...
 
 
+class HostsHypervisor(Protocol):  # tests/fakes/cloudhosts.py: VMs on faithful hosts
+    def new_address(self) -> str: ...
+    def boot(self, vm_id: str, cloud: str, script: str, address: str, *, region: str) -> None: ...
+    def kill(self, vm_id: str) -> None: ...
+    def alive(self, vm_id: str) -> bool: ...
+    def private_address(self, vm_id: str) -> str: ...
+    def allow(self, vm_id: str, source_cidr: str, protocol: str, ports: tuple[int, int]) -> object: ...
+    def revoke(self, vm_id: str, source_cidr: str, protocol: str, ports: tuple[int, int]) -> None: ...
+
+
+def _on_hosts(hypervisor: object) -> bool:
+    return hypervisor is not None and hasattr(hypervisor, "private_address")
+
+
+_SYNC_AFTER = ("AuthorizeSecurityGroupIngress", "RevokeSecurityGroupIngress", "ModifyInstanceAttribute",
+               "ModifyNetworkInterfaceAttribute")
+FirewallRule = tuple[str, str, tuple[int, int]]  # (source CIDR, protocol, ports): HostHypervisor.allow's arguments
+
+
 class AwsVms:
     """See the module docstring."""
 
-    def __init__(self, fake: FakeAws, hypervisor: Hypervisor | None = None) -> None:
+    def __init__(self, fake: FakeAws, hypervisor: Hypervisor | HostsHypervisor | None = None) -> None:
         self.fake = fake
         self.hypervisor = hypervisor
         self.run_errors: list[str | tuple[str, str]] = []
@@ -92,6 +124,8 @@ class AwsVms:
         self._next = 2
         self._lock = threading.Lock()  # RunInstances: token check and create together
         self._state_lock = threading.Lock()
+        self._firewall_lock = threading.Lock()
+        self.firewall: dict[str, set[FirewallRule]] = {}  # instance id → the rules its host has (faithful hosts)
 
     def reset(self) -> None:
         with self._state_lock:
@@ -182,12 +216,18 @@ class AwsVms:
     def ec2(self, action: str, body: bytes, region: str, environ: dict[str, Any],
             start_response: Any) -> Iterable[bytes] | None:
         """Answer ``action`` here, or None to let moto answer it."""
-        if action not in ("RunInstances", "TerminateInstances", "DeleteSecurityGroup"):
+        on_hosts = _on_hosts(self.hypervisor) and action in _SYNC_AFTER
+        if action not in ("RunInstances", "TerminateInstances", "DeleteSecurityGroup") and not on_hosts:
             return None
         form = {k: v[0] for k, v in parse_qs(body.decode("utf-8")).items()}
         if form.get("DryRun", "").lower() == "true":
             return None
-        if action == "RunInstances":
+        if on_hosts:
+            status, answer = _moto(self.fake, environ)
+            if status == 200:
+                self.sync_firewalls()
+            response = Response(answer, status, content_type="text/xml")
+        elif action == "RunInstances":
             response = self._run(form, region, environ)
         elif action == "TerminateInstances":
             response = self._terminate(form, environ)
@@ -238,9 +278,73 @@ class AwsVms:
             if old:
                 answer = answer.replace(old.encode(), address.encode())
                 answer = answer.replace(old.replace(".", "-").encode(), address.replace(".", "-").encode())
-            if self.hypervisor is not None:
-                self.hypervisor.boot(instance_id, "aws", script, address)
+            hv: Any = self.hypervisor
+            if _on_hosts(hv):
+                hv.boot(instance_id, "aws", script, address, region=region)
+                answer = self._private(inst, hv.private_address(instance_id), answer)
+            elif hv is not None:
+                hv.boot(instance_id, "aws", script, address)
+        if _on_hosts(self.hypervisor):
+            self.sync_firewalls()
         return answer
+
+    @staticmethod
+    def _private(inst: Any, address: str, answer: bytes) -> bytes:
+        """Give moto's instance the host's private address (and put it in the RunInstances answer)."""
+        nic = inst.nics[0]
+        old = nic.private_ip_address
+        nic.private_ip_address = address
+        nic.private_ip_addresses = [{"Primary": True, "PrivateIpAddress": address}]
+        if old and old != address:
+            dashed_old, dashed_new = old.replace(".", "-"), address.replace(".", "-")
+            for a, b in ((f">{old}<", f">{address}<"), (f"ip-{dashed_old}.", f"ip-{dashed_new}.")):
+                answer = answer.replace(a.encode(), b.encode())
+        return answer
+
+    def sync_firewalls(self) -> None:
+        """Make each running VM's admission rules those of its security groups (faithful hosts only; see the
+        module docstring). Called after every change; tests may call it after changing moto directly."""
+        hv: Any = self.hypervisor
+        if not _on_hosts(hv):
+            return
+        with self._firewall_lock:
+            live: dict[str, tuple[str, Any]] = {}
+            for instance_id, region in list(self.made.items()):
+                if not hv.alive(instance_id):
+                    continue
+                try:
+                    inst = self.instance(instance_id)
+                except KeyError:
+                    continue
+                if inst.state in ("pending", "running"):
+                    live[instance_id] = (region, inst)
+            members: dict[tuple[str, str], set[str]] = {}  # (region, group id) → private addresses of its VMs
+            for instance_id, (region, inst) in live.items():
+                for group in inst.security_groups:
+                    members.setdefault((region, group.id), set()).add(hv.private_address(instance_id))
+            for instance_id, (region, inst) in live.items():
+                want: set[FirewallRule] = set()
+                for group in inst.security_groups:
+                    current = _backend(region).get_security_group_from_id(group.id) or group
+                    for rule in current.ingress_rules:
+                        kind = _protocol(rule)
+                        if kind is None:
+                            continue
+                        cidr = (rule.ip_range or {}).get("CidrIp")
+                        if cidr:
+                            want.add((cidr, *kind))
+                        source = (rule.source_group or {}).get("GroupId")
+                        if source:
+                            want.update((f"{a}/32", *kind) for a in members.get((region, source), ()))
+                have = self.firewall.get(instance_id, set())
+                for cidr, protocol, ports in sorted(have - want):
+                    hv.revoke(instance_id, cidr, protocol, ports)
+                for cidr, protocol, ports in sorted(want - have):
+                    hv.allow(instance_id, cidr, protocol, ports)
+                self.firewall[instance_id] = want
+            for instance_id in list(self.firewall):
+                if instance_id not in live:
+                    del self.firewall[instance_id]  # its host is gone, and its rules with it
 
     def _terminate(self, form: dict[str, str], environ: dict[str, Any]) -> Response:
         status, answer = _moto(self.fake, environ)
@@ -268,6 +372,7 @@ class AwsVms:
         for instance_id in instance_ids:
             if instance_id in self.made:
                 self.hypervisor.kill(instance_id)
+        self.sync_firewalls()  # others' rules naming a group of these instances lose their addresses
 
     def _address(self) -> str:
         with self._state_lock:
@@ -298,6 +403,20 @@ def _moto(fake: FakeAws, environ: dict[str, Any]) -> tuple[int, bytes]:
         if close is not None:
             close()
     return int(status[0].split()[0]), answer
+
+
+def _protocol(rule: Any) -> tuple[str, tuple[int, int]] | None:
+    """(protocol, ports) of a moto ingress rule as HostHypervisor.allow takes them; None: not enforced."""
+    proto = rule.ip_protocol
+    if proto == "-1":
+        return "all", (1, 65535)
+    if proto == "icmp":
+        return "icmp", (1, 65535)
+    if proto in ("tcp", "udp"):
+        lo = rule.from_port if rule.from_port is not None and rule.from_port >= 0 else 0
+        hi = rule.to_port if rule.to_port is not None and rule.to_port >= 0 else 65535
+        return proto, (max(lo, 1), max(min(hi, 65535), max(lo, 1)))
+    return None
 
 
 def _user_data(value: str | None) -> str:
