@@ -103,9 +103,10 @@ def get_provider(name: str, options: LaunchOptions | None = None, inventory: str
         provider = make_provider(names, provider_settings(options, inventory))
     faults = options.preemptions.faults if options is not None else ()
     if faults:
-        from geotrain.providers.faults import FaultInjector
+        from geotrain.providers.base import NodeLink
+        from geotrain.providers.faults import FaultInjector, LinkedFaultInjector
 
-        provider = FaultInjector(provider, faults)
+        provider = (LinkedFaultInjector if isinstance(provider, NodeLink) else FaultInjector)(provider, faults)
     return provider
 
 
@@ -147,7 +148,7 @@ def _plan(plan: Plan | Path) -> Plan:
     return load_plan(plan) if isinstance(plan, Path) else plan
 
 
-SHIPPING_PROVIDERS = ("local", "onprem")  # providers whose nodes get the task's workdir and file mounts
+SHIPPING_PROVIDERS = ("local", "onprem", "aws")  # providers whose nodes get the task's workdir and file mounts
 
 
 def dry_run(plan: Plan | Path, options: LaunchOptions, *, provider_name: str | None = None) -> list[dict]:

@@ -25,6 +25,7 @@ scope or an offer id; none = every launch), after skipping the first ``after`` m
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -194,3 +195,14 @@ class FaultInjector:
     def _record(self, method: str, target: str, outcome: str) -> None:
         with self._lock:
             self.calls.append(Call(method, target, outcome))
+
+
+class LinkedFaultInjector(FaultInjector):
+    """A fault injector over a provider that reaches its nodes over the launcher's own connection
+    (:class:`~geotrain.providers.base.NodeLink`): so does the injector."""
+
+    def ship(self, node_id: str, sources: Sequence[tuple[Path, str]]) -> None:
+        self.inner.ship(node_id, sources)  # type: ignore[attr-defined]
+
+    def store_address(self, node_id: str, local_port: int) -> tuple[str, int]:
+        return self.inner.store_address(node_id, local_port)  # type: ignore[attr-defined]

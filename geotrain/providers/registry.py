@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from geotrain.errors import InputError, NotFoundError, ProviderError
-from geotrain.providers.base import (LOCAL_PROVIDER, Capabilities, LaunchRequest, LoginCommand, NodeInfo, NodeLogin,
-                                     NodeProcess, Provider)
+from geotrain.providers.base import (LOCAL_PROVIDER, Capabilities, LaunchRequest, LoginCommand, NodeInfo, NodeLink,
+                                     NodeLogin, NodeProcess, Provider)
 
 CLOUD_PROVIDERS = {  # name (= the offers' cloud) → module:class with a from_environment(**settings)
     "aws": "geotrain.providers.aws:AwsProvider",
@@ -61,7 +61,9 @@ def make_provider(names: Sequence[str], settings: ProviderSettings) -> Provider:
     for name in names:
         cls = provider_class(name)
         made[name] = cls.from_environment(**_kwargs(name, settings))
-    return next(iter(made.values())) if len(made) == 1 else Router(made)
+    if len(made) == 1:
+        return next(iter(made.values()))
+    return LinkedRouter(made) if all(isinstance(p, NodeLink) for p in made.values()) else Router(made)
 
 
 def dry_run_calls(name: str, request: LaunchRequest, settings: ProviderSettings) -> list[dict]:
@@ -149,3 +151,18 @@ class Router:
             close = getattr(provider, "close", None)
             if close:
                 close()
+
+
+class LinkedRouter(Router):
+    """A router over providers that all reach their nodes over the launcher's own connection
+    (:class:`~geotrain.providers.base.NodeLink`): so does the router."""
+
+    def ship(self, node_id: str, sources: Sequence[tuple[Path, str]]) -> None:
+        provider = self._provider_of(node_id)
+        assert isinstance(provider, NodeLink)
+        provider.ship(node_id, sources)
+
+    def store_address(self, node_id: str, local_port: int) -> tuple[str, int]:
+        provider = self._provider_of(node_id)
+        assert isinstance(provider, NodeLink)
+        return provider.store_address(node_id, local_port)

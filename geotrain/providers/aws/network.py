@@ -1,6 +1,6 @@
-"""The run's security group in a region's default VPC: the agent port from the control CIDR, all TCP
-between the run's own instances, nothing else in (no SSH); outbound left as AWS makes it (all), so
-that a VM can install geotrain."""
+"""The run's security group in a region's default VPC: geotrain's SSH port from the control CIDR (the
+launcher's public address), all TCP between the run's own instances (their private addresses, in one
+VPC), nothing else in; outbound left as AWS makes it (all)."""
 
 from __future__ import annotations
 
@@ -26,8 +26,8 @@ def group_name(run_id: str) -> str:
 def control_range(cidr: str | None) -> tuple[str, str]:
     """(normalized CIDR, "IpRanges" or "Ipv6Ranges") of the control CIDR; InputError if unset or bad."""
     if not cidr:
-        raise InputError("the AWS provider needs control_cidr: the address the launcher reaches the node agents "
-                         "from, e.g. your public IP as a.b.c.d/32 (the run's security group opens the agent port "
+        raise InputError("the AWS provider needs control_cidr: the address the launcher's connections come from, "
+                         "e.g. your public IP as a.b.c.d/32 (the run's security group opens geotrain's SSH port "
                          "to it only)")
     try:
         net = ipaddress.ip_network(cidr, strict=False)
@@ -39,7 +39,7 @@ def control_range(cidr: str | None) -> tuple[str, str]:
 def ingress(agent_port: int, cidr: str, group_id: str) -> list[dict[str, Any]]:
     """The run's two inbound rules."""
     net, key = control_range(cidr)
-    ip_range = {"CidrIpv6" if key == "Ipv6Ranges" else "CidrIp": net, "Description": "geotrain launcher → node agent"}
+    ip_range = {"CidrIpv6" if key == "Ipv6Ranges" else "CidrIp": net, "Description": "geotrain launcher → node sshd"}
     return [
         {"IpProtocol": "tcp", "FromPort": agent_port, "ToPort": agent_port, key: [ip_range]},
         {"IpProtocol": "tcp", "FromPort": 0, "ToPort": 65535,

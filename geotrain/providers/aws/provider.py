@@ -20,9 +20,8 @@ from geotrain.providers.aws.api import Api, code_of
 from geotrain.providers.aws.errors import CREDENTIALS_HINT, image_missing, is_server_error, translate
 from geotrain.providers.aws.records import TAG_END, TAG_OFFER, TAG_REQUEST, TAG_RUN
 from geotrain.providers.aws.state import Record, StateFile, by_node, group_key
-from geotrain.providers.base import Capabilities, LaunchRequest, NodeInfo, NodeState
-from geotrain.providers.bootwatch import PROBE_TIMEOUT_S, agent_answers
-from geotrain.providers.remote import AGENT_PORT, AgentChannel, AgentEndpoint, RemoteProcess, run_token
+from geotrain.providers.base import Capabilities, LaunchRequest, LoginCommand, NodeInfo, NodeState
+from geotrain.providers.remote import AGENT_PORT, AgentChannel, RemoteProcess, run_token
 from geotrain.providers.cloudnodes import CloudNodes
 from geotrain.providers.startup import ssh_startup_script
 
@@ -206,6 +205,22 @@ class AwsProvider:
         """Where the VM reaches ``127.0.0.1:local_port`` here: a port of its loopback that the SSH link
         forwards back."""
         return "127.0.0.1", self._link(self._record(node_id)).forward_remote(local_port)
+
+    def login_command(self, node_id: str, command: Sequence[str] = ()) -> LoginCommand:
+        """``ssh`` into the VM as its node user with the run's login key, the node's host key checked, in
+        the node's directory (``geotrain ssh``): a login shell, or ``command`` run by it."""
+        import shlex
+
+        rec = self._record(node_id)
+        if NodeState(rec["state"]).ended or not rec.get("agent"):
+            raise ProviderError(f"node {node_id} is {rec['state']} and not set up; only a running node can be "
+                                "logged into", scope=f"aws/{rec['region']}")
+        node_dir = rec["agent"]["node_dir"]
+        then = " ".join(command) if command else 'exec "${SHELL:-/bin/sh}" -l'
+        script = (f"cd {shlex.quote(node_dir)} && export GEOTRAIN_RUN_ID={shlex.quote(rec['run_id'])} "
+                  f"GEOTRAIN_NODE_ID={shlex.quote(node_id)} GEOTRAIN_NODE_DIR={shlex.quote(node_dir)} && {then}")
+        tty = [] if command else ["-t"]
+        return LoginCommand(tuple(self._link(rec).options(batch=False) + tty + ["--", script]))
 
     def _link(self, rec: Record) -> Any:
         return self.nodes.link(rec["run_id"], rec["request_id"], rec.get("address") or "",
