@@ -106,6 +106,7 @@ class Launcher:
         self._stop_reason: str | None = None
         self._procs: dict[str, NodeProcess] = {}
         self.members: list[NodeInfo] = []
+        self.peers: list[str] = []  # where the members reach each other, head first
         self._store = None
         self._relayed: dict[int, int] = {}
         self._store_secret = ""
@@ -349,6 +350,7 @@ class Launcher:
         master_port = free_port()
         shared = self.provider.capabilities.shared_host  # one host: ranks are its local ranks
         link = self.provider if isinstance(self.provider, NodeLink) else None
+        self.peers = peers = peer_addresses(members)
         self._procs = {}
         make_env = worker_env if shared else node_env  # another machine gets no paths or secrets of this one
         for rank, node in enumerate(members):
@@ -359,7 +361,7 @@ class Launcher:
             env = make_env({
                 "RANK": str(rank), "WORLD_SIZE": str(world),
                 "LOCAL_RANK": str(rank if shared else 0), "LOCAL_WORLD_SIZE": str(world if shared else 1),
-                "GROUP_RANK": str(rank), "MASTER_ADDR": members[0].address, "MASTER_PORT": str(master_port),
+                "GROUP_RANK": str(rank), "MASTER_ADDR": peers[0], "MASTER_PORT": str(master_port),
                 "GEOTRAIN_RUN_ID": self.run_id, "GEOTRAIN_NODE_ID": node.node_id,
                 "GEOTRAIN_GENERATION": str(self.generation), "GEOTRAIN_CHECKPOINT_URL": self.options.checkpoint_url,
                 "GEOTRAIN_REGION": node.location.region_scope,
@@ -599,6 +601,16 @@ class Launcher:
                     + (f" {e.node_id}" if e.node_id else "") for e in self.ledger.last_events(self.run_id, 6)]
         if self.on_status is not None:
             self.on_status(s)
+
+
+def peer_addresses(members: list[NodeInfo]) -> list[str]:
+    """Where the members reach each other (head first): their private addresses when all are VMs of one
+    cloud region (one VPC: a public address would leave it and come back in through the firewall, as
+    a stranger's), else the addresses they are reached at."""
+    regions = {(n.location.cloud, n.location.region) for n in members}
+    if len(regions) == 1 and all(n.private_address for n in members):
+        return [n.private_address for n in members]
+    return [n.address for n in members]
 
 
 def _offer_from_record(record: dict) -> Offer:

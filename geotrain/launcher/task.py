@@ -98,7 +98,7 @@ def task_command(la, node, rank: int, env: dict[str, str]) -> Path | None:  # no
     shared = la.provider.capabilities.shared_host
     home = node_dir(la.provider, node.node_id) if shared else None
     offer = la.offers.get(node.offer_id)
-    env.update(task_env(task, rank=rank, addresses=[m.address for m in la.members],
+    env.update(task_env(task, rank=rank, addresses=list(la.peers) or [m.address for m in la.members],
                         accelerators=offer.shape.accelerator_count if offer else 0, shared_host=shared,
                         run_id=la.run_id, node_home=home))
     if home is not None:

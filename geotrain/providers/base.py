@@ -95,7 +95,8 @@ class NodeInfo:
     launched_at: datetime
     ended_at: datetime | None
     end_reason: str | None  # "preempted", "terminated", "lost", or the reason given to terminate
-    address: str  # where to reach it (127.0.0.1 for local nodes)
+    address: str  # where to reach it (127.0.0.1 for local nodes; a VM's public address)
+    private_address: str = ""  # a VM's address inside its network (VPC), where its peers there reach it
 
     @property
     def ended(self) -> bool:

@@ -49,7 +49,7 @@ class CloudNodes:
         """Install this geotrain on the VM and start its agent; the agent's whereabouts."""
         hint = (f"use an image with Python 3.11 or newer (and torch) for {self.node_user}, or give the provider "
                 "torch_index so that a VM can install torch")
-        python = install(link, "python3", torch_index=self.torch_index, timeout_s=self.connect_timeout_s + 600,
+        python = install(link, None, torch_index=self.torch_index, timeout_s=self.connect_timeout_s + 600,
                          hint=hint).python
         return start_agent(link, node_id, token, python, root=DEFAULT_ROOT, agent_module=self.agent_module,
                            ready_timeout_s=self.agent_ready_timeout_s, timeout_s=self.connect_timeout_s + 120,

@@ -26,15 +26,17 @@ class Installed:
     torch_installed: str | None  # "<version> from <index>" when the machine's Python had no torch
 
 
-def install(link: SshLink, python: str, *, torch_index: str | None, timeout_s: float, hint: str) -> Installed:
+def install(link: SshLink, python: str | None, *, torch_index: str | None, timeout_s: float,
+            hint: str) -> Installed:
     """Ship this geotrain's wheel over ``link`` and install it (once per version) into a venv that sees
-    ``python``'s own packages (a command, or words such as "env X=1 /opt/py")."""
+    ``python``'s own packages (a command, or words such as "env X=1 /opt/py"; None: the machine's
+    Python with torch, looked for where deep-learning images keep it)."""
     from geotrain.files import geotrain_home
     from geotrain.providers.shipping import build_wheel, install_script, parse_install_output
 
     wheel = build_wheel(geotrain_home() / "wheels")
     link.upload([(wheel.path, f"{WHEELS}/{wheel.path.name}")], timeout_s=timeout_s)
-    words = shlex.split(python)
+    words = shlex.split(python) if python else []
     if len(words) > 1:  # a one-word wrapper for the install script
         wrapper = f"exec {' '.join(shlex.quote(w) for w in words)} \"$@\""
         made = link.run(f"mkdir -p {remote_path(DEFAULT_ROOT)} && w={remote_path(DEFAULT_ROOT)}/image-python && "

@@ -66,6 +66,9 @@ exec "$PY" -m geotrain.node.agent --bind "${{GEOTRAIN_AGENT_BIND:-0.0.0.0}}" --p
 """
 
 
+NODE_UID = 3847  # the node user's uid where the image has it free (the same on every VM of a run)
+
+
 def ssh_startup_script(*, cloud: str, login_public: str, host_private: str, ssh_port: int,
                        node_user: str = "geotrain") -> str:
     """A VM's first boot when the launcher reaches it over SSH (``geotrain.providers.cloudnodes``): make
@@ -89,8 +92,13 @@ def ssh_startup_script(*, cloud: str, login_public: str, host_private: str, ssh_
 # geotrain {geotrain.__version__}: an sshd of its own for the launcher ({cloud})
 set -euo pipefail
 U="${{GEOTRAIN_NODE_USER:-{node_user}}}"
-if ! id -u "$U" > /dev/null 2>&1; then
-  useradd --create-home --shell /bin/bash "$U"
+if ! id -u "$U" > /dev/null 2>&1; then  # one uid on every VM, so that a shared file system (EFS, NFS) sees one owner
+  if getent passwd {NODE_UID} > /dev/null || getent group {NODE_UID} > /dev/null; then
+    useradd --create-home --shell /bin/bash "$U"
+  else
+    useradd --create-home --shell /bin/bash --uid {NODE_UID} --user-group "$U"
+    groupmod -g {NODE_UID} "$U" 2> /dev/null || true
+  fi
 fi
 [ "$U" = root ] || usermod -p '*' "$U"  # sshd refuses a locked user; there is no password
 D="${{GEOTRAIN_NODE_ROOT:+$GEOTRAIN_NODE_ROOT/ssh}}"

@@ -120,13 +120,18 @@ def _host_name(vm_id: str, taken: set[str]) -> str:
     return name
 
 
+DL_IMAGE_PYTHON_HOME = "/opt/pytorch"  # the image's Python, as on AWS's Deep Learning AMI (PyTorch)
+
+
 class HostHypervisor:
     """See the module docstring. ``world``: the test's World (closed by the test, after :meth:`close`);
     ``metadata``: the FakeMetadata the VMs' 169.254.169.254 answers from (None: nothing listens there)."""
 
-    def __init__(self, world: World, metadata: FakeMetadata | None = None) -> None:
+    def __init__(self, world: World, metadata: FakeMetadata | None = None,
+                 mounts: dict[str, Path] | None = None) -> None:
         self.world = world
         self.metadata = metadata
+        self.mounts = dict(mounts or {})  # target in every VM → folder here (an EFS / Filestore share the image mounts)
         self.hosts: dict[str, Host] = {}  # vm id → its host
         self.addresses: dict[str, str] = {}  # vm id → public address
         self.regions: dict[str, tuple[str, str]] = {}  # vm id → (cloud, region)
@@ -174,6 +179,10 @@ class HostHypervisor:
             if cloud == "gcp":
                 with host.path("/etc/hosts").open("a") as f:
                     f.write(f"{METADATA_ADDRESS}\t{GCP_METADATA_NAME}\n")
+            # a deep-learning image's Python with torch where AWS's PyTorch DLAMI has it (/opt/pytorch)
+            host.mount_share(host.image, DL_IMAGE_PYTHON_HOME)
+            for target, source in self.mounts.items():
+                host.mount_share(source, target)
             self._start_script(vm_id, host, script)
             self.booted.append(vm_id)
             self.boot_s[vm_id] = time.monotonic() - started

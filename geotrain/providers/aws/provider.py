@@ -486,6 +486,7 @@ class AwsProvider:
         if NodeState(rec["state"]).ended:
             return
         rec["address"] = inst.get("PublicIpAddress") or inst.get("PrivateIpAddress") or rec.get("address") or ""
+        rec["private_address"] = inst.get("PrivateIpAddress") or rec.get("private_address") or ""
         if name in LIVE_STATES:
             rec["state"] = LIVE_STATES[name].value
             return

@@ -68,7 +68,8 @@ def info(rec: Record) -> NodeInfo:
         location=location, state=NodeState(rec["state"]),
         launched_at=datetime.fromisoformat(rec["launched_at"]),
         ended_at=datetime.fromisoformat(rec["ended_at"]) if rec["ended_at"] else None,
-        end_reason=rec["end_reason"], address=rec.get("address") or "")
+        end_reason=rec["end_reason"], address=rec.get("address") or "",
+        private_address=rec.get("private_address") or "")
 
 
 def sorted_infos(recs: Iterable[Record]) -> list[NodeInfo]:
