@@ -151,6 +151,17 @@ def _plan(plan: Plan | Path) -> Plan:
 SHIPPING_PROVIDERS = ("local", "onprem", "aws")  # providers whose nodes get the task's workdir and file mounts
 
 
+def in_the_clear(plan: Plan | Path, *, provider_name: str | None = None) -> str | None:
+    """What of the plan's traffic would cross the internet unencrypted (``planning.exposure``); None on
+    the local provider, whose nodes are processes here."""
+    from geotrain.planning.exposure import plaintext_words
+
+    plan = _plan(plan)
+    if parse_names(provider_name or plan.provider or LOCAL_PROVIDER) == (LOCAL_PROVIDER,):
+        return None
+    return plaintext_words(item.offer.location for item in plan.items)
+
+
 def dry_run(plan: Plan | Path, options: LaunchOptions, *, provider_name: str | None = None) -> list[dict]:
     """What launching the plan would call, per planned node: the provider's SDK calls (or SSH
     commands) with their parameters and the startup script, the run token hidden. Calls nothing."""

@@ -74,7 +74,9 @@ def launch(
             raise InputError("--dry-run needs a plan file or task file (and no --resume)")
         options = app_launch.launch_options(steps=steps, command=tuple(ctx.args), train_workload=train_workload,
                                             sync=sync, control_address=control_address)
-        _show_dry_run(app_launch.dry_run(plan or plan_path, options, provider_name=provider), as_json)
+        shown = plan or plan_path
+        _show_dry_run(app_launch.dry_run(shown, options, provider_name=provider), as_json,
+                      app_launch.in_the_clear(shown, provider_name=provider))
         return
     _require_train_extra()
 
@@ -132,12 +134,14 @@ def _confirm(yes: bool) -> None:
         raise typer.Exit(1)
 
 
-def _show_dry_run(nodes: list[dict], as_json: bool) -> None:
+def _show_dry_run(nodes: list[dict], as_json: bool, exposed: str | None = None) -> None:
     if as_json:
-        print_document("launch-dry-run", {"nodes": nodes})
+        print_document("launch-dry-run", {"nodes": nodes, "in_the_clear": exposed})
         return
     out = console()
     out.print(f"dry run: {len(nodes)} node(s) would be launched; nothing was called", markup=False)
+    if exposed:
+        out.print(f"in the clear: {exposed}", markup=False)
     for node in nodes:
         out.print(f"\n{node['node']} ({node['provider']}, {node['market']}, {usd(node['usd_per_hour'], 4)}/h)",
                   markup=False)

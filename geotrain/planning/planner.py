@@ -27,6 +27,7 @@ from geotrain.perf.model import DataSource, Estimate, PerfModel, bundled_fit
 from geotrain.perf.network import LinkOverride, SitePlacement
 from geotrain.perf.rates import RateTable
 from geotrain.perf.workloads import Workload, WorkloadRegistry
+from geotrain.planning.exposure import plaintext_words
 from geotrain.planning.answers import budget_use_of, completion_of, goal_misses
 from geotrain.planning.candidates import CandidateSet, build_candidates, goodput_of
 from geotrain.planning.names import check_names
@@ -145,8 +146,9 @@ def make_plan(job: JobSpec, snapshot: PriceSnapshot, *, inventory: Inventory | N
                         describe=lambda counts: bottleneck_words(ctx.problem.referee.estimate(counts)))
     timing = replace(plan.solver, total_s=time.perf_counter() - started, frontier_s=frontier_s,
                      baselines_s=baselines_s)
-    return replace(plan, solver=timing, assumptions=plan.assumptions + notes, budget_use=use,
-                   tradeoff=tradeoff_of(ctx, groups))
+    exposed = plaintext_words(g.offer.location for g in groups) if options.provider != "local" else None
+    return replace(plan, solver=timing, assumptions=plan.assumptions + notes + ((exposed,) if exposed else ()),
+                   budget_use=use, tradeoff=tradeoff_of(ctx, groups))
 
 
 def tradeoff_of(ctx: PlanningContext, groups: list[NodeGroup]) -> str:

@@ -22,6 +22,7 @@ from datetime import datetime, timezone
 from geotrain.domain import JobSpec, Market, NodeGroup, Offer, Plan, PlanItem, PlanTotals, SolverReport
 from geotrain.errors import InfeasibleError
 from geotrain.planning.candidates import default_interruption_rate, passes_filters
+from geotrain.planning.exposure import plaintext_words
 from geotrain.planning.names import check_names
 from geotrain.pricing.capacity import CapacityModel
 from geotrain.pricing.inventory import Inventory, inventory_table
@@ -146,6 +147,9 @@ def _assemble(job: JobSpec, snapshot: PriceSnapshot, groups: list[NodeGroup], de
     ]
     if stale is not None:
         assumptions.append(f"the planned offers' {stale}")
+    exposed = plaintext_words(g.offer.location for g in groups) if options.provider != "local" else None
+    if exposed:
+        assumptions.append(exposed)
     unknown = sum(g.count for g in groups if g.offer.market == Market.SPOT and g.offer.interruption.interruptions_per_hour is None)
     if unknown:
         assumptions.append(f"{unknown} spot node{' has' if unknown == 1 else 's have'} no interruption figure; "

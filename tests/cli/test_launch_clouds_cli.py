@@ -39,6 +39,8 @@ def test_a_dry_run_shows_each_clouds_calls_and_the_startup_script_but_not_the_to
     assert run["InstanceMarketOptions"]["MarketType"] == "spot" and "/usr/sbin/sshd" in run["UserData"]
     assert "<this node's host key>" in run["UserData"] and "BEGIN OPENSSH PRIVATE KEY" not in run["UserData"]
     assert "203.0.113.7/32" in json.dumps(nodes)  # the one address the firewall opens SSH (AWS) or the agents to
+    clear = json.loads(result.stdout)["in_the_clear"]  # three clouds: their training traffic crosses the internet
+    assert "crosses the internet unencrypted" in clear and "azure, gcp node agents over plain HTTP" in clear
 
 
 def test_a_plan_with_nodes_on_a_cloud_the_providers_lack_is_refused(mix) -> None:

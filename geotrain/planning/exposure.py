@@ -1,0 +1,34 @@
+"""What of a mix's training traffic crosses the internet unencrypted: the one sentence that ``plan``
+and ``launch --dry-run`` print about it.
+
+Between nodes, training traffic (torch.distributed's gloo or NCCL, geotrain's own WAN transport) is
+plain TCP: inside one VPC (an AWS region's default VPC, a GCP network, an Azure VNet) or one on-prem
+site it stays there; between regions, clouds or sites it crosses the internet as it is. The launcher's
+own traffic (commands, files, the rendezvous store) rides its SSH connections where the provider uses
+them, and the node agents' plain HTTP where it does not (GCP and Azure for now).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from geotrain.domain import Location
+
+SSH_CLOUDS = frozenset({"aws", "onprem"})  # providers whose control traffic rides the launcher's SSH
+
+
+def plaintext_words(locations: Iterable[Location]) -> str | None:
+    """The sentence, or None when nothing of the mix's training traffic leaves one network."""
+    places = sorted({(loc.cloud, loc.region) for loc in locations})
+    clouds = sorted({cloud for cloud, _ in places})
+    words = []
+    if len(places) > 1:
+        names = ", ".join(f"{cloud}/{region}" for cloud, region in places)
+        words.append(f"training traffic between {names} crosses the internet unencrypted (plain TCP between the "
+                     "nodes' public addresses): use a strategy and data you accept in the clear, or keep the mix "
+                     "in one region or site")
+    plain_control = [cloud for cloud in clouds if cloud not in SSH_CLOUDS and cloud != "local"]
+    if plain_control:
+        words.append(f"the launcher talks to the {', '.join(plain_control)} node agents over plain HTTP with the "
+                     "run's token (not yet over SSH)")
+    return "; ".join(words) if words else None

@@ -1,0 +1,23 @@
+"""What of a mix's traffic crosses the internet unencrypted is said in one sentence (plan, launch --dry-run)."""
+
+from geotrain.domain import Continent, Location
+from geotrain.planning.exposure import plaintext_words
+
+EAST = Location("aws", "us-east-1", "use1-az1", Continent.NORTH_AMERICA)
+EAST_2 = Location("aws", "us-east-1", "use1-az2", Continent.NORTH_AMERICA)
+WEST = Location("aws", "us-west-2", "usw2-az1", Continent.NORTH_AMERICA)
+GCP = Location("gcp", "europe-west4", "europe-west4-a", Continent.EUROPE)
+SITE = Location("onprem", "lab", "", Continent.EUROPE)
+
+
+def test_one_region_or_site_keeps_its_training_traffic_inside() -> None:
+    assert plaintext_words([EAST, EAST_2]) is None
+    assert plaintext_words([SITE, SITE]) is None
+
+
+def test_regions_clouds_and_sites_apart_are_named_and_plain_http_agents_too() -> None:
+    words = plaintext_words([EAST, WEST])
+    assert words is not None and "aws/us-east-1, aws/us-west-2 crosses the internet unencrypted" in words
+    words = plaintext_words([EAST, SITE, GCP])
+    assert words is not None and "aws/us-east-1, gcp/europe-west4, onprem/lab" in words
+    assert "gcp node agents over plain HTTP" in words
