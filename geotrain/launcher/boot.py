@@ -30,7 +30,7 @@ from geotrain.providers.base import NodeInfo, NodeState, Provider
 from geotrain.providers.bootwatch import BootWatch
 
 if TYPE_CHECKING:
-    from geotrain.launcher.provisioning import Launch
+    from geotrain.launcher.run import Launch
 
 __all__ = ["BOOT_TIMEOUT_S", "BootOutcome", "BootWatch", "boot_generation", "release_all", "wait_booted"]
 

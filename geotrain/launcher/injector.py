@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from geotrain.errors import GeotrainError
 from geotrain.launcher.preemptions import RateClock
+from geotrain.providers.base import Preempting
 from geotrain.ledger import EventKind
 
 if TYPE_CHECKING:
@@ -45,9 +46,9 @@ class Injector(threading.Thread):
 
     def run(self) -> None:
         la = self.launcher
-        preempt = getattr(la.provider, "preempt", None)
-        if preempt is None or self.schedule.is_empty():
+        if not isinstance(la.provider, Preempting) or self.schedule.is_empty():
             return
+        preempt = la.provider.preempt
         while not self._halt.wait(0.05):
             if la.training_started_at is None:
                 continue

@@ -63,7 +63,7 @@ from geotrain.train.ledger_relay import RELAY_ENV, RELAY_STORE, drain, relay_env
 from geotrain.train.progress import completed_reason
 from geotrain.train.worker_env import free_port, node_env, worker_env
 from geotrain.ledger import EventKind, Ledger, RunStatus
-from geotrain.providers.base import NodeInfo, NodeLink, NodeProcess, NodeState, Provider
+from geotrain.providers.base import Networked, NodeInfo, NodeLink, NodeProcess, NodeState, Provider
 
 if TYPE_CHECKING:
     from geotrain.pricing.snapshot import PriceSnapshot
@@ -193,7 +193,7 @@ class Launcher:
         if threading.current_thread() is threading.main_thread():
             for sig in previous:
                 signal.signal(sig, lambda s, f: self.request_stop("interrupted" if s == signal.SIGINT else "stopped"))
-        network = getattr(self.provider, "network", None)
+        network = self.provider.network if isinstance(self.provider, Networked) else None
         self._store = open_store(dist, self.provider.capabilities.shared_host, network,
                                  tunneled=isinstance(self.provider, NodeLink))
         self._wire = WireMeter(self.provider, self.ledger, self.run_id)
@@ -339,7 +339,7 @@ class Launcher:
             "checkpoint_every": self.options.checkpoint_every,
             "progress_every": self.options.progress_every, "collective_timeout_s": self.options.collective_timeout_s,
             "store": {"host": store_host(self.provider.capabilities.shared_host, self.options.control_address,
-                                         getattr(self.provider, "network", None)),
+                                         self.provider.network if isinstance(self.provider, Networked) else None),
                       "port": self._store.port, "prefix": self._store_secret}, "nodes": table,
             "backend": generation_backend(self.provider, self.options.command, len(members)),
         }

@@ -7,14 +7,14 @@ from __future__ import annotations
 
 from geotrain.domain import link_class
 from geotrain.ledger import Ledger
-from geotrain.providers.base import Provider
+from geotrain.providers.base import Networked, Provider
 
 
 class WireMeter:
     """Records, for one run, the growth of the provider network's byte counters since the last call."""
 
     def __init__(self, provider: Provider, ledger: Ledger, run_id: str) -> None:
-        self.network = getattr(provider, "network", None)
+        self.network = provider.network if isinstance(provider, Networked) else None
         self.provider, self.ledger, self.run_id = provider, ledger, run_id
         self._recorded: dict[tuple[str, str], int] = {}
 

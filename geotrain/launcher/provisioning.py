@@ -43,6 +43,9 @@ from typing import TYPE_CHECKING, Protocol
 
 from geotrain.domain import Market, Offer, Plan
 from geotrain.launcher.deadline import MarketRule
+from geotrain.launcher.replanning import replan
+from geotrain.launcher.run import Clock, Launch, release_surplus, served_clouds
+from geotrain.launcher.steering import steer
 from geotrain.errors import (
     CapacityError, ConfigurationError, CredentialsError, GeotrainError, ProviderError, ProviderTimeoutError, QuotaError,
     ThrottledError,
@@ -62,86 +65,10 @@ MAX_PROVISION_ROUNDS = 8  # launch, fail, re-plan: rounds before a generation st
 LEFT_OUT_UNTIL = 4102444800.0  # 2100-01-01 UTC: "blocked until" of an offer left out for the run (configuration)
 
 
-class Clock(Protocol):
-    """Wall time for a launch (the ``time`` module is one); simulated time for a replay."""
-
-    def time(self) -> float: ...
-
-    def sleep(self, seconds: float) -> None: ...
-
-
-class Launch(Protocol):
-    """What provisioning reads and changes: the launcher's state (``launcher.loop.Launcher``, or a
-    replay's run in ``geotrain.sim``, which drives these same functions over a simulated provider)."""
-
-    plan: Plan
-    provider: Provider
-    options: LaunchOptions
-    ledger: Ledger
-    run_id: str
-    offers: dict[str, Offer]
-    wanted: Counter[str]
-    blocked: dict[str, float]
-    stand_ins: dict[str, str]
-    preemptions: int
-    generation: int
-    clock: Clock
-
-    @property
-    def stop_requested(self) -> bool: ...
-
-    def alive_nodes(self) -> list[NodeInfo]: ...
-
-    def prices(self) -> PriceSnapshot:
-        """The offers a re-plan chooses from (a launch: the plan's own snapshot)."""
-        ...
-
-    def capacity(self) -> CapacityModel | None:
-        """The capacity model a re-plan and the fallbacks use (None: the bundled one)."""
-        ...
-
-    def remaining(self) -> Deadline | None:
-        """What is left of a job with a deadline (samples, hours, the on-demand gang's rate); None: no
-        deadline. A job with a deadline is steered by the spot policy (``launcher.steering``)."""
-        ...
-
-    # -- a job with a deadline: what the spot policy reads (``launcher.steering``) ------------------
-
-    watch: MarketWatch
-    spot_policy: SpotPolicy
-
-    def situation(self) -> Situation | None:
-        """What the spot policy decides on; None: no deadline."""
-        ...
-
-    def mixes(self) -> list[Mix]:
-        """The gangs the run could hold now."""
-        ...
-
-    def holds(self, need: Need) -> bool:
-        """Whether a need's spot nodes can be had now, as far as the run knows."""
-        ...
-
-    def offer_for(self, offer_id: str) -> Offer:
-        """The offer of a mix's offer id."""
-        ...
-
-    def block_s(self, scope: str) -> float:
-        """How long a scope that failed or preempted is left out."""
-        ...
-
-    def seen(self, offer: Offer, available: int) -> None:
-        """What a launch, a failure or a preemption showed of an offer's market: ``available`` nodes."""
-        ...
-
-
 def provision(la: Launch) -> list[NodeInfo]:
     """The nodes of the next generation: launch what is missing, re-plan around what fails."""
     track_untracked(la)
     if not la.wanted and la.options.replan and not la.alive_nodes():  # a re-plan found nothing before: again
-        from geotrain.launcher.replanning import replan
-        from geotrain.launcher.steering import steer
-
         if la.remaining() is not None:
             steer(la, cause="no node wanted")
         else:
@@ -356,14 +283,6 @@ def _fail(la: Launch, kind: str, scope: str, offer_id: str, exc: GeotrainError) 
     return LaunchFailure(kind, scope, offer_id, str(exc))
 
 
-def served_clouds(provider: object) -> frozenset[str] | None:
-    """The clouds whose offers the provider can launch; None: any (every node a process here)."""
-    if provider.capabilities.shared_host:  # type: ignore[attr-defined]
-        return None
-    inner = getattr(provider, "inner", provider)  # a fault injector wraps the provider
-    return frozenset(getattr(inner, "providers", None) or {inner.name})
-
-
 def _is_blocked(la: Launch, offer: Offer) -> bool:
     loc = offer.location
     now = la.clock.time()
@@ -376,9 +295,6 @@ def mend(la: Launch, survivors: Counter, *, cause: str) -> bool:
     """The plan's fallbacks where they cover every blocked zone that misses nodes, else a re-plan. A
     job with a deadline is steered by its spot policy instead (``launcher.steering``): the fallbacks
     were chosen for the whole deadline, not for what is left of it."""
-    from geotrain.launcher.replanning import replan
-    from geotrain.launcher.steering import steer
-
     if la.remaining() is not None:
         steer(la, cause=cause)
         return True
@@ -433,20 +349,6 @@ def fall_back(la: Launch, survivors: Counter, *, cause: str) -> bool:
                         offers=[offer_record(offer) for _, offer in fallback.moves])
     la.wanted = Counter({k: v for k, v in la.wanted.items() if v})
     return True
-
-
-def release_surplus(la: Launch) -> None:
-    """Terminate the live nodes the wanted mix no longer holds (newest first): no node is paid for that
-    the plan does not want."""
-    extra = Counter(n.offer_id for n in la.alive_nodes())
-    extra.subtract(la.wanted)
-    for node in sorted(la.alive_nodes(), key=lambda n: (n.launched_at, n.node_id), reverse=True):
-        if extra[node.offer_id] > 0:
-            extra[node.offer_id] -= 1
-            la.provider.terminate(node.node_id, reason="released")
-            la.ledger.end_node(node.node_id, "released", at=la.clock.time())
-            la.ledger.event(la.run_id, EventKind.RELEASED, node_id=node.node_id, offer_id=node.offer_id,
-                            reason="the re-planned mix does not want it")
 
 
 def waiting_s(la: Launch) -> float | None:

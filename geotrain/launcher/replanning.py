@@ -2,7 +2,7 @@
 preemption (``replan``: the survivors kept), never into a place a new account must opt in to that the job or
 its plan did not name (``unnamed_opt_in``); a job with a deadline is steered by its spot policy at
 each look instead (``keep_the_deadline`` → ``launcher.steering``).
-Each works on the launch state of ``launcher.provisioning`` (``Launch``), for a launch and for a replay alike.
+Each works on the launch state of ``launcher.run`` (``Launch``), for a launch and for a replay alike.
 """
 
 from __future__ import annotations
@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING
 from geotrain.domain import Market, Objective, Offer, Plan
 from geotrain.errors import GeotrainError
 from geotrain.launcher.deadline import MarketRule
-from geotrain.launcher.provisioning import release_surplus, served_clouds
+from geotrain.launcher.run import release_surplus, served_clouds
 from geotrain.ledger import EventKind
 
 if TYPE_CHECKING:
-    from geotrain.launcher.provisioning import Launch
+    from geotrain.launcher.run import Launch
 
 
 @dataclass(frozen=True, slots=True)

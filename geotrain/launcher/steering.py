@@ -13,18 +13,17 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 from geotrain.domain import Offer, Plan
+from geotrain.launcher.run import release_surplus
 from geotrain.launcher.spot_policy import Mix, gang_mixes
 from geotrain.ledger import EventKind
 
 if TYPE_CHECKING:
-    from geotrain.launcher.provisioning import Launch
+    from geotrain.launcher.run import Launch
     from geotrain.launcher.spot_policy import Decision
 
 
 def steer(la: Launch, *, cause: str) -> bool:
     """Decide (``SpotPolicy.decide``) and make the decision the wanted mix. True if the wanted mix changed."""
-    from geotrain.launcher.provisioning import release_surplus
-
     situation = la.situation()
     if situation is None:
         return False

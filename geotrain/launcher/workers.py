@@ -12,7 +12,7 @@ from pathlib import Path
 
 from geotrain.errors import InputError
 from geotrain.procs import environ_has
-from geotrain.providers.base import Provider
+from geotrain.providers.base import NodeDirs, Provider
 
 
 def open_store(dist, shared_host: bool, network=None, *, tunneled: bool = False):  # noqa: ANN001, ANN201
@@ -92,8 +92,7 @@ def check_from_nodes(provider: Provider, nodes, url: str, logs: Path, *,  # noqa
 
 
 def node_dir(provider: Provider, node_id: str) -> Path | None:
-    getter = getattr(provider, "node_dir", None)
-    return getter(node_id) if getter else None
+    return provider.node_dir(node_id) if isinstance(provider, NodeDirs) else None
 
 
 def kill_stale_workers(pids: dict[str, int], run_id: str) -> None:

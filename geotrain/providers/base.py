@@ -157,6 +157,57 @@ class NodeProcess(Protocol):
 
 
 @runtime_checkable
+class NodeDirs(Protocol):
+    """Optional: a provider whose nodes' directories are folders of this machine (the local provider)."""
+
+    def node_dir(self, node_id: str) -> Path | None:
+        """The node's directory here (None: not on this machine)."""
+        ...
+
+
+@runtime_checkable
+class Preempting(Protocol):
+    """Optional: a provider that can preempt its own nodes on request (injected preemptions)."""
+
+    def preempt(self, node_id: str, *, notice_s: float = 0.0) -> None:
+        """Take the node away as a spot market would, with ``notice_s`` seconds of notice."""
+        ...
+
+
+@runtime_checkable
+class Networked(Protocol):
+    """Optional: a provider whose nodes talk over emulated links (``geotrain.providers.netns``); its
+    ``network`` is None when they do not."""
+
+    network: object | None
+
+
+@runtime_checkable
+class ServesClouds(Protocol):
+    """Optional: a provider that stands for several clouds (a router) or wraps another."""
+
+    def served_clouds(self) -> frozenset[str]:
+        """The clouds whose offers it can launch."""
+        ...
+
+
+@runtime_checkable
+class Closing(Protocol):
+    """Optional: a provider that holds something to release when the launch is done (clients)."""
+
+    def close(self) -> None: ...
+
+
+class ProviderFactory(Protocol):
+    """A provider class as the registry uses it: made from the environment's credentials and settings,
+    or for a dry run (no credentials, no call)."""
+
+    def from_environment(self, **settings: object) -> Provider: ...
+
+    def for_dry_run(self, **settings: object) -> Provider: ...
+
+
+@runtime_checkable
 class NodeLink(Protocol):
     """Optional, beside :class:`Provider`: a provider whose nodes are other machines that the launcher
     reaches over a connection it opens itself (SSH: ``geotrain.providers.sshlink``). Nothing on the

@@ -32,7 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from geotrain.errors import CapacityError, InputError, ProviderError, ProviderTimeoutError, QuotaError, ThrottledError
-from geotrain.providers.base import Capabilities, LaunchRequest, NodeInfo, NodeProcess, Provider
+from geotrain.providers.base import (Capabilities, LaunchRequest, NodeDirs, NodeInfo, NodeProcess, Preempting,
+                                     Provider, ServesClouds)
 
 
 class FaultKind(StrEnum):
@@ -169,15 +170,16 @@ class FaultInjector:
         return self.inner.booted(node_id) if isinstance(self.inner, BootWatch) else True
 
     def preempt(self, node_id: str, *, notice_s: float = 0.0) -> None:
-        preempt = getattr(self.inner, "preempt", None)
-        if preempt is None:
+        if not isinstance(self.inner, Preempting):
             raise ProviderError(f"provider {self.name} cannot preempt its nodes on request")
         self._record("preempt", node_id, f"notice {notice_s:g} s")
-        preempt(node_id, notice_s=notice_s)
+        self.inner.preempt(node_id, notice_s=notice_s)
 
     def node_dir(self, node_id: str) -> Path | None:
-        getter = getattr(self.inner, "node_dir", None)
-        return getter(node_id) if getter else None
+        return self.inner.node_dir(node_id) if isinstance(self.inner, NodeDirs) else None
+
+    def served_clouds(self) -> frozenset[str]:
+        return self.inner.served_clouds() if isinstance(self.inner, ServesClouds) else frozenset({self.inner.name})
 
     # -- bookkeeping ------------------------------------------------------------------------------
 

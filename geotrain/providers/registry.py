@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from geotrain.errors import InputError, NotFoundError, ProviderError
-from geotrain.providers.base import (LOCAL_PROVIDER, Capabilities, LaunchRequest, LoginCommand, NodeInfo, NodeLink,
-                                     NodeLogin, NodeProcess, Provider)
+from geotrain.providers.base import (LOCAL_PROVIDER, Capabilities, Closing, LaunchRequest, LoginCommand, NodeInfo,
+                                     NodeLink, NodeLogin, NodeProcess, Provider, ProviderFactory)
 
 CLOUD_PROVIDERS = {  # name (= the offers' cloud) → module:class with a from_environment(**settings)
     "aws": "geotrain.providers.aws:AwsProvider",
@@ -46,7 +46,7 @@ def parse_names(text: str) -> tuple[str, ...]:
     return names
 
 
-def provider_class(name: str) -> type:
+def provider_class(name: str) -> ProviderFactory:
     module_name, _, class_name = CLOUD_PROVIDERS[name].partition(":")
     try:
         module = importlib.import_module(module_name)
@@ -146,11 +146,13 @@ class Router:
     def dry_run(self, request: LaunchRequest) -> list[dict]:
         return self.for_cloud(request.offer.location.cloud).dry_run(request)  # type: ignore[attr-defined]
 
+    def served_clouds(self) -> frozenset[str]:
+        return frozenset(self.providers)
+
     def close(self) -> None:
         for provider in self.providers.values():
-            close = getattr(provider, "close", None)
-            if close:
-                close()
+            if isinstance(provider, Closing):
+                provider.close()
 
 
 class LinkedRouter(Router):

@@ -73,11 +73,15 @@ class SimProvider:
         self.run_id = run_id
         world = replay.world
         self.capabilities = Capabilities(spot=True, notice_s=world.job.notice_s or None, preemption_injection=False)
-        self.providers = frozenset(o.location.cloud for o in world.spot)
+        self._clouds = frozenset(o.location.cloud for o in world.spot)
         self._zone_of = {world.spot[z].location.zone_scope + "/" + world.spot[z].shape.instance_type: z
                          for z in range(world.zones)}
         self._by_request: dict[str, str] = {}
         self._infos: dict[str, tuple[float | None, NodeInfo]] = {}  # node id -> (ended at, its description)
+
+    def served_clouds(self) -> frozenset[str]:
+        """The replay's clouds (``providers.base.ServesClouds``)."""
+        return self._clouds
 
     def check_credentials(self) -> None:
         return None
