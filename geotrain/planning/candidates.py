@@ -17,6 +17,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from geotrain.pricing.images import image_gap
 from geotrain.domain import CLOUD_ONPREM, JobSpec, Market, Offer, SyncStrategyName
 from geotrain.errors import NotFoundError
 from geotrain.perf.memory import MemoryTable, misfit
@@ -58,7 +59,7 @@ def passes_filters(offer: Offer, job: JobSpec, blocked: frozenset[str]) -> bool:
         return False
     if blocked and ({loc.cloud, loc.zone_scope, loc.region_scope, offer.offer_id} & blocked):
         return False
-    return True
+    return image_gap(offer) is None  # a node that would boot an image its accelerator cannot use
 
 
 def _accelerator_matches(name: str | None, wanted: frozenset[str]) -> bool:

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Sequence
 
 from geotrain.domain import CLOUD_ONPREM, JobSpec, Offer
 from geotrain.errors import InputError
+from geotrain.pricing.images import OTHER_STACK
 from geotrain.providers.registry import CLOUD_PROVIDERS
 
 BUILTIN_CLOUDS = frozenset({*CLOUD_PROVIDERS, CLOUD_ONPREM})
@@ -35,6 +36,13 @@ def check_names(job: JobSpec, offers: Sequence[Offer]) -> None:
     exact = {a.lower() for a in accelerators}
     _check("accelerator", {r.accelerator for r in c.resources if r.accelerator}, accelerators,
            lambda name, known: name.lower() in exact)
+    asked = set(c.accelerators or ()) | {r.accelerator for r in c.resources if r.accelerator}
+    stacks = {name: OTHER_STACK[known] for name in asked for known in OTHER_STACK if known.lower() == name.lower()}
+    if asked and len(stacks) == len(asked):  # every accelerator asked for needs an image geotrain has not
+        words = ", ".join(f"{name} ({stack})" for name, stack in sorted(stacks.items()))
+        raise InputError(f"{words}: offers of these need an image geotrain does not boot yet (its images are "
+                         "x86-64 with NVIDIA's driver); ask for NVIDIA accelerators, or use your own machines "
+                         "with that software (onprem)")
 
 
 def _accelerator_known(name: str, known: set[str]) -> bool:

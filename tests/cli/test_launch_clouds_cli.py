@@ -5,6 +5,7 @@ cannot reach, is refused before any VM is bought."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -39,8 +40,19 @@ def test_a_dry_run_shows_each_clouds_calls_and_the_startup_script_but_not_the_to
     assert run["InstanceMarketOptions"]["MarketType"] == "spot" and "/usr/sbin/sshd" in run["UserData"]
     assert "<this node's host key>" in run["UserData"] and "BEGIN OPENSSH PRIVATE KEY" not in run["UserData"]
     assert "203.0.113.7/32" in json.dumps(nodes)  # the one address the firewall opens SSH (AWS) or the agents to
+    insert = next(c for c in nodes[1]["calls"] if c["call"] == "compute.instances.insert")["params"]
+    gcp_script = next(i["value"] for i in insert["instance_resource"]["metadata"]["items"]
+                      if i["key"] == "startup-script")
+    assert "/usr/sbin/sshd" in gcp_script and "<this node's host key>" in gcp_script
+    assert "BEGIN OPENSSH PRIVATE KEY" not in gcp_script and "geotrain.node.agent" not in gcp_script
+    create = next(c for c in nodes[2]["calls"] if c["call"] == "compute.virtual_machines.begin_create_or_update")
+    azure_script = create["params"]["startup_script"]  # Azure: the same sshd, the run's key for its admin user too
+    assert "/usr/sbin/sshd" in azure_script and "<this node's host key>" in azure_script
+    assert "BEGIN OPENSSH PRIVATE KEY" not in azure_script and "geotrain.node.agent" not in azure_script
     clear = json.loads(result.stdout)["in_the_clear"]  # three clouds: their training traffic crosses the internet
-    assert "crosses the internet unencrypted" in clear and "azure, gcp node agents over plain HTTP" in clear
+    assert "crosses the internet unencrypted" in clear
+    assert not re.search(r"gcp[^;]*node agents over plain HTTP", clear)  # GCP's control traffic rides SSH
+    assert not re.search(r"azure[^;]*node agents over plain HTTP", clear)  # Azure's too
 
 
 def test_a_plan_with_nodes_on_a_cloud_the_providers_lack_is_refused(mix) -> None:

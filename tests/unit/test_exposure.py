@@ -1,7 +1,7 @@
 """What of a mix's traffic crosses the internet unencrypted is said in one sentence (plan, launch --dry-run)."""
 
 from geotrain.domain import Continent, Location
-from geotrain.planning.exposure import plaintext_words
+from geotrain.planning.exposure import SSH_CLOUDS, plaintext_words
 
 EAST = Location("aws", "us-east-1", "use1-az1", Continent.NORTH_AMERICA)
 EAST_2 = Location("aws", "us-east-1", "use1-az2", Continent.NORTH_AMERICA)
@@ -20,4 +20,5 @@ def test_regions_clouds_and_sites_apart_are_named_and_plain_http_agents_too() ->
     assert words is not None and "aws/us-east-1, aws/us-west-2 crosses the internet unencrypted" in words
     words = plaintext_words([EAST, SITE, GCP])
     assert words is not None and "aws/us-east-1, gcp/europe-west4, onprem/lab" in words
-    assert "gcp node agents over plain HTTP" in words
+    assert ("gcp node agents over plain HTTP" in words) == ("gcp" not in SSH_CLOUDS)
+    assert "over plain HTTP" not in (plaintext_words([EAST, WEST, SITE]) or "")  # AWS and on-prem: over SSH
