@@ -6,7 +6,7 @@ import contextlib
 import copy
 import re
 import time
-from collections.abc import Callable, Iterable, Sequence, Mapping
+from collections.abc import Callable, Iterable
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -20,9 +20,9 @@ from geotrain.providers.aws.api import Api, code_of
 from geotrain.providers.aws.errors import CREDENTIALS_HINT, image_missing, is_server_error, translate
 from geotrain.providers.aws.records import TAG_END, TAG_OFFER, TAG_REQUEST, TAG_RUN
 from geotrain.providers.aws.state import Record, StateFile, by_node, group_key
-from geotrain.providers.base import Capabilities, LaunchRequest, LoginCommand, NodeInfo, NodeState
-from geotrain.providers.remote import AGENT_PORT, AgentChannel, RemoteProcess, run_token
-from geotrain.providers.cloudnodes import CloudNodes
+from geotrain.providers.base import Capabilities, LaunchRequest, NodeInfo, NodeState
+from geotrain.providers.remote import AGENT_PORT, AgentChannel, run_token
+from geotrain.providers.cloudnodes import CloudNodes, SshNodes
 from geotrain.providers.startup import ssh_startup_script
 
 DEFAULT_IMAGE_PARAMETER = "/aws/service/deeplearning/ami/x86_64/base-oss-nvidia-driver-gpu-ubuntu-24.04/latest/ami-id"
@@ -33,7 +33,7 @@ TOKEN_PLACEHOLDER = "<run token>"
 _TRANSITION_TIME = re.compile(r"\((\d{4}-\d\d-\d\d \d\d:\d\d:\d\d) (?:UTC|GMT)\)")
 
 
-class AwsProvider:
+class AwsProvider(SshNodes):
     """Nodes are EC2 instances. See :mod:`geotrain.providers.aws`.
 
     ``client_factory`` makes a boto3 client per (service, region) (tests point it at a fake);
@@ -146,85 +146,22 @@ class AwsProvider:
                 self._terminate_in_aws(rec)
         self._release_groups(rec["run_id"])
 
-    def start(self, node_id: str, argv: list[str], env: dict[str, str], log_path: Path,
-              cwd: Path | str | None = None, files: Mapping[str, str] | None = None) -> RemoteProcess:
-        """Run ``argv`` through the node's agent, reached over the launcher's SSH link (the VM is set up
-        first if it is not yet: geotrain shipped and installed, its agent started)."""
-        deadline = time.monotonic() + self.channel.ready_timeout_s
-        while (ready := self.booted(node_id)) is None and time.monotonic() < deadline:
-            time.sleep(1.0)
-        node = self._refresh(node_id)
-        if node.ended or ready is False:
-            raise ProviderError(f"cannot start a command on node {node_id}: it is {node.state} ({node.end_reason}); "
-                                "launch another node", scope=node.location.zone_scope)
-        if ready is None:
-            raise ProviderError(f"node {node_id} did not answer over SSH within {self.channel.ready_timeout_s:.0f} s",
-                                scope=node.location.zone_scope)
-        rec = self._record(node_id)
-        link = self._link(rec)
-        endpoint = self.nodes.endpoint(link, node_id, rec["agent"], run_token(rec["run_id"]), fresh=True)
-        return self.channel.start(endpoint, argv, env, Path(log_path), cwd, alive=lambda: self._alive(node_id),
-                                  files=files)
+    # ------------------------------------------------------------------ nodes over SSH (cloudnodes.SshNodes)
 
-    def booted(self, node_id: str) -> bool | None:
-        """:class:`~geotrain.providers.bootwatch.BootWatch`: one DescribeInstances; once the instance runs
-        and has an address, its set-up over SSH the first time (this geotrain installed, its agent
-        started: tens of seconds), then one look at the agent (False: ended, or a host key that is not
-        the node's; None: not yet)."""
-        from geotrain.errors import CredentialsError
+    def _ssh_node(self, node_id: str) -> NodeInfo:
+        return self._refresh(node_id)
 
-        node = self._refresh(node_id)
-        if node.ended:
-            return False
-        if node.state != NodeState.RUNNING or not node.address:
-            return None
-        rec = self._record(node_id)
-        link = self._link(rec)
-        token = run_token(rec["run_id"])
-        try:
-            if not rec.get("agent"):
-                agent = self.nodes.prepare(link, node_id, token)
-                with self._state.locked() as state:
-                    now = by_node(state, node_id)
-                    if now is not None:
-                        now["agent"] = agent
-                rec = {**rec, "agent": agent}
-            return self.channel.health(self.nodes.endpoint(link, node_id, rec["agent"], token, fresh=True)) is not None
-        except CredentialsError:
-            return False  # not the node's host key (or login refused): never this node
-        except ProviderError:
-            return None  # its sshd does not answer yet
+    def _ssh_record(self, node_id: str) -> Record:
+        return self._record(node_id)
 
-    # ------------------------------------------------------------------ nodes over SSH (NodeLink)
+    def _ssh_save_agent(self, node_id: str, agent: dict) -> None:
+        with self._state.locked() as state:
+            rec = by_node(state, node_id)
+            if rec is not None:
+                rec["agent"] = agent
 
-    def ship(self, node_id: str, sources: Sequence[tuple[Path, str]]) -> None:
-        """Copy local files and folders onto the VM (destinations under its user's home)."""
-        self._link(self._record(node_id)).upload(sources)
-
-    def store_address(self, node_id: str, local_port: int) -> tuple[str, int]:
-        """Where the VM reaches ``127.0.0.1:local_port`` here: a port of its loopback that the SSH link
-        forwards back."""
-        return "127.0.0.1", self._link(self._record(node_id)).forward_remote(local_port)
-
-    def login_command(self, node_id: str, command: Sequence[str] = ()) -> LoginCommand:
-        """``ssh`` into the VM as its node user with the run's login key, the node's host key checked, in
-        the node's directory (``geotrain ssh``): a login shell, or ``command`` run by it."""
-        import shlex
-
-        rec = self._record(node_id)
-        if NodeState(rec["state"]).ended or not rec.get("agent"):
-            raise ProviderError(f"node {node_id} is {rec['state']} and not set up; only a running node can be "
-                                "logged into", scope=f"aws/{rec['region']}")
-        node_dir = rec["agent"]["node_dir"]
-        then = " ".join(command) if command else 'exec "${SHELL:-/bin/sh}" -l'
-        script = (f"cd {shlex.quote(node_dir)} && export GEOTRAIN_RUN_ID={shlex.quote(rec['run_id'])} "
-                  f"GEOTRAIN_NODE_ID={shlex.quote(node_id)} GEOTRAIN_NODE_DIR={shlex.quote(node_dir)} && {then}")
-        tty = [] if command else ["-t"]
-        return LoginCommand(tuple(self._link(rec).options(batch=False) + tty + ["--", script]))
-
-    def _link(self, rec: Record) -> Any:
-        return self.nodes.link(rec["run_id"], rec["request_id"], rec.get("address") or "",
-                               scope=f"aws/{rec['region']}")
+    def _ssh_scope(self, record: Record) -> str:
+        return f"aws/{record['region']}"
 
     @classmethod
     def for_dry_run(cls, **settings: Any) -> AwsProvider:
@@ -552,12 +489,6 @@ class AwsProvider:
                     self._unlisted(rec)
                 rec = copy.deepcopy(rec)
         return records.info(rec)
-
-    def _alive(self, node_id: str) -> bool:
-        try:
-            return not self._refresh(node_id).ended
-        except ProviderError:
-            return True  # AWS did not answer: do not take the node for dead
 
     def _record(self, node_id: str) -> Record:
         rec = by_node(self._state.read(), node_id)
