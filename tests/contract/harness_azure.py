@@ -1,8 +1,8 @@
 """The Azure provider's contract harness: :class:`geotrain.providers.azure.AzureProvider` through the real
 Azure SDK against :class:`tests.fakes.azure_vms.AzureVmFake` on 127.0.0.1, whose VMs a
-:class:`tests.fakes.vms.Hypervisor` boots (their custom data runs as a local "VM" with the node agent), so
-``start`` works end to end. Its offers are in :data:`AZURE_LOCATION` (``harness.location``): the provider
-refuses other clouds' offers.
+:class:`tests.fakes.vms.Hypervisor` boots (their custom data runs as a local "VM": geotrain's sshd on the
+VM's loopback address, for this machine's user), so ``start`` works end to end over SSH. Its offers are
+in :data:`AZURE_LOCATION` (``harness.location``): the provider refuses other clouds' offers.
 
 Teardown: the fake and the hypervisor go when the harness is garbage-collected (a ``weakref.finalize``,
 which also runs at interpreter exit); ``harness.teardown()`` does it at once. ``harness.fake`` and
@@ -11,6 +11,7 @@ which also runs at interpreter exit); ``harness.teardown()`` does it at once. ``
 
 from __future__ import annotations
 
+import getpass
 import shutil
 import tempfile
 import time
@@ -22,6 +23,8 @@ from azure.core.credentials import AccessToken, AccessTokenInfo
 from geotrain.domain import Continent, Location
 from geotrain.providers.azure import AzureProvider
 from geotrain.providers.base import NodeInfo, Provider
+from geotrain.providers.cloudnodes import CloudNodes
+from geotrain.providers.remote import AgentChannel
 from tests.contract.conftest import Harness
 from tests.fakes.azure_server import FAKE_TOKEN, SUBSCRIPTION_ID
 from tests.fakes.azure_vms import AzureVmFake
@@ -41,12 +44,18 @@ class FakeCredential:
         return AccessTokenInfo(FAKE_TOKEN, int(time.time()) + 3600)
 
 
+# tests.fakes.vms's "VMs" are processes of this machine: their sshd lets in this machine's user
+LOOPBACK_NODES = CloudNodes("azure", node_user=getpass.getuser(), connect_timeout_s=5.0)
+
+
 def azure_provider(fake: AzureVmFake, home: Path | None, **settings: object) -> AzureProvider:
-    """A provider on ``fake`` as the tests build it: from_environment with the fake's endpoint and token."""
+    """A provider on ``fake`` as the tests build it: from_environment with the fake's endpoint and token,
+    the SSH port open to 127.0.0.0/8 and the loopback VMs' node user (give ``nodes`` for other VMs)."""
     options: dict[str, object] = dict(credential=FakeCredential(), subscription_id=SUBSCRIPTION_ID, arm_url=fake.url,
                                       enforce_https=False, retry_total=0, request_timeout_s=10.0,
                                       control_cidr="127.0.0.0/8", polling_interval_s=0.0, launch_timeout_s=30.0,
-                                      delete_timeout_s=30.0)
+                                      delete_timeout_s=30.0, nodes=LOOPBACK_NODES,
+                                      channel=AgentChannel(ready_timeout_s=60.0))
     if home is not None:
         options["home"] = home
     options.update(settings)

@@ -40,6 +40,20 @@ the startup script, at its public IP address (the address a public IP gets is ``
 or 127.0.0.N without a hypervisor). Deleting it kills the hypervisor's VM and deletes its OS disk and NICs
 whose ``deleteOption`` is ``Delete`` (and a NIC's public IP whose ``deleteOption`` is ``Delete``).
 
+On faithful hosts (``AzureVmFake(hypervisor=HostHypervisor(world, metadata))``, tests/fakes/cloudhosts.py;
+any hypervisor with ``private_address``): a VM boots in its region (``hypervisor.boot(name, "azure",
+script, public_ip, region=location)``) as a host of the region's network; its NIC's private IP becomes the
+host's private address at boot (``hypervisor.private_address``; Azure gives it when the NIC is made, the
+fake only knows it once the host is up: a provider reads it from the NIC once the VM runs), and its public
+IP resource's address is the host's public address. The NSGs of the VM's subnet and NIC become the
+host's admission rules (``hypervisor.allow`` / ``revoke``), kept in sync when a VM boots or goes and when
+an NSG is written: inbound rules in priority order (Azure's default rules after them) up to the first
+deny-everything rule; each Allow rule's source address prefix(es) as a CIDR (``*`` / ``Internet``:
+0.0.0.0/0; the ``VirtualNetwork`` tag: the private /32s of the running VMs of the VNet; other tags and
+partial Deny rules are not enforced), its protocol and destination port range(s). :meth:`evict` with
+``notice_s`` shows the VM a Scheduled Events ``Preempt`` through the hypervisor's FakeMetadata first, and
+evicts it that much later; an eviction or a delete pulls the plug (``hypervisor.kill``).
+
 Knobs (attributes, settable while running), besides those of the catalog fake:
 
 - ``failures``: resource type (``virtualMachines``, ``networkInterfaces``, ...) → list of
@@ -56,7 +70,8 @@ Knobs (attributes, settable while running), besides those of the catalog fake:
 
 Test hooks: :meth:`evict` (a spot reclaim: with eviction policy Delete the VM, its disk and NIC go, as
 Azure does; with Deallocate the VM stays ``PowerState/deallocated``; both log the ResourceHealth event and
-are recorded in ``evictions``), :meth:`delete_behind_back` (someone deletes the VM in the portal),
+are recorded in ``evictions``; ``notice_s``: a Scheduled Events notice that long before),
+:meth:`delete_behind_back` (someone deletes the VM in the portal),
 :meth:`vms`, :meth:`resources`, :meth:`vm`, ``events`` (the activity log) and ``requests`` (every request).
 """
 
@@ -122,6 +137,54 @@ class _Reply(Exception):
         self.status, self.payload, self.headers = status, payload, headers or {}
 
 
+def _on_hosts(hypervisor: object) -> bool:
+    return hypervisor is not None and hasattr(hypervisor, "private_address")
+
+
+_PROTOCOLS = {"tcp": "tcp", "udp": "udp", "icmp": "icmp", "*": "all"}
+_ANYWHERE = ("*", "internet", "0.0.0.0/0", "any")
+
+
+def _ports(text: str) -> tuple[int, int]:
+    if text.strip() == "*":
+        return 1, 65535
+    lo, _, hi = text.partition("-")
+    return max(int(lo), 1), min(int(hi or lo), 65535)
+
+
+def _admitted(nsg: dict[str, Any], vnet_addresses: set[str]) -> set[tuple[str, str, tuple[int, int]]]:
+    """(source CIDR, protocol, ports) an NSG lets in (see the module docstring), as HostHypervisor.allow
+    takes them."""
+    rules = [r for r in (_props(nsg).get("securityRules") or []) + (_props(nsg).get("defaultSecurityRules") or [])
+             if (r.get("properties") or {}).get("direction") == "Inbound"]
+    rules.sort(key=lambda r: r["properties"]["priority"])
+    out: set[tuple[str, str, tuple[int, int]]] = set()
+    for rule in rules:
+        p = rule["properties"]
+        sources = [p["sourceAddressPrefix"]] if p.get("sourceAddressPrefix") else list(p.get("sourceAddressPrefixes")
+                                                                                       or [])
+        ranges = [p["destinationPortRange"]] if p.get("destinationPortRange") else list(p.get("destinationPortRanges")
+                                                                                        or [])
+        protocol = _PROTOCOLS.get(str(p.get("protocol", "*")).lower(), "all")
+        if p.get("access") == "Deny":
+            if protocol == "all" and any(s.lower() in _ANYWHERE for s in sources) and "*" in ranges:
+                break  # nothing below it gets in
+            continue  # a partial deny: not enforced
+        for source in sources:
+            if source.lower() in _ANYWHERE:
+                cidrs = {"0.0.0.0/0"}
+            elif source.lower() == "virtualnetwork":
+                cidrs = set(vnet_addresses)
+            elif source[:1].isdigit():
+                cidrs = {source}
+            else:
+                continue  # another service tag: nothing of the test's world
+            for cidr in cidrs:
+                for ports in ranges:
+                    out.add((cidr, protocol, (1, 65535) if protocol in ("all", "icmp") else _ports(ports)))
+    return out
+
+
 def _err(status: int, code: str, message: str) -> _Reply:
     return _Reply(status, {"error": {"code": code, "message": message}})
 
@@ -161,6 +224,7 @@ class AzureVmFake(AzureFake):
         self._ops: dict[str, dict[str, Any]] = {}
         self._runtime: dict[str, dict[str, Any]] = {}  # lower VM id -> {"power": ..., "script": ...}
         self._addresses = 0
+        self.firewall: dict[str, set[tuple[str, str, tuple[int, int]]]] = {}  # VM name → rules in force (hosts)
 
     # ---- test hooks ------------------------------------------------------------------------------
     def resources(self, kind: str) -> list[dict[str, Any]]:
@@ -184,10 +248,23 @@ class AzureVmFake(AzureFake):
             vm = self._find("virtualMachines", name)
             return None if vm is None else self._runtime.get(vm["id"].lower(), {}).get("power")
 
-    def evict(self, name: str, *, policy: str | None = None) -> None:
+    def evict(self, name: str, *, policy: str | None = None, notice_s: float = 0.0) -> None:
         """Azure takes a spot VM back: per its eviction policy (or ``policy``, as if it had that one) it is
         deleted (with its disk and NIC per their deleteOption) or deallocated; the activity log gets the
-        ResourceHealth event."""
+        ResourceHealth event. With ``notice_s`` > 0 the VM's Scheduled Events show a ``Preempt`` first (if
+        the hypervisor has a :class:`tests.fakes.metadata.FakeMetadata`; Azure gives 30 s) and the
+        eviction comes ``notice_s`` seconds later."""
+        if notice_s > 0:
+            with self._arm:
+                if self._find("virtualMachines", name) is None:
+                    raise KeyError(name)
+            metadata = getattr(self.hypervisor, "metadata", None)
+            if metadata is not None:
+                metadata.notify(name, "reclaim")
+            timer = threading.Timer(notice_s, self._evict_later, args=(name, policy))
+            timer.daemon = True
+            timer.start()
+            return
         with self._arm:
             self._advance()
             vm = self._find("virtualMachines", name)
@@ -206,6 +283,12 @@ class AzureVmFake(AzureFake):
                 self._kill(vm)
             else:
                 self._remove_vm(vm)
+
+    def _evict_later(self, name: str, policy: str | None) -> None:
+        try:
+            self.evict(name, policy=policy)
+        except KeyError:
+            pass  # deleted meanwhile
 
     def delete_behind_back(self, name: str) -> None:
         """Someone else deletes the VM (the portal, another tool): gone, as an API delete would leave it."""
@@ -486,6 +569,8 @@ class AzureVmFake(AzureFake):
             _props(current)["provisioningState"] = "Failed" if error else "Succeeded"
             if kind == "virtualMachines" and not error:
                 self._start_vm(current)
+            elif kind in ("networkSecurityGroups", "virtualNetworks", "networkInterfaces"):
+                self.sync_firewalls()  # rules changed, or where they apply
 
         async_url, _ = self._new_op(location, ns, done, error, kind=kind)
         if kind == "virtualMachines":
@@ -647,8 +732,73 @@ class AzureVmFake(AzureFake):
     def _start_vm(self, vm: dict[str, Any]) -> None:
         runtime = self._runtime.setdefault(vm["id"].lower(), {})
         runtime["power"] = "running"
-        if self.hypervisor is not None and runtime.get("script") is not None:
-            self.hypervisor.boot(vm["name"], "azure", runtime["script"], self._address_of(vm))
+        hv: Any = self.hypervisor
+        if hv is not None and runtime.get("script") is not None:
+            if _on_hosts(hv):
+                hv.boot(vm["name"], "azure", runtime["script"], self._address_of(vm), region=vm["location"])
+                private = hv.private_address(vm["name"])
+                for config in self._ip_configs(vm):
+                    config["properties"]["privateIPAddress"] = private
+                self.sync_firewalls()
+            else:
+                hv.boot(vm["name"], "azure", runtime["script"], self._address_of(vm))
+
+    def _ip_configs(self, vm: dict[str, Any]) -> list[dict[str, Any]]:
+        configs: list[dict[str, Any]] = []
+        for ref in (_props(vm).get("networkProfile") or {}).get("networkInterfaces") or []:
+            nic = self._res.get(ref["id"].lower())
+            if nic is not None:
+                configs += _props(nic).get("ipConfigurations") or []
+        return configs
+
+    def sync_firewalls(self) -> None:
+        """Make each running VM's admission rules those of the NSGs of its subnet and NIC (faithful hosts
+        only; see the module docstring). Called after every change; tests may call it after their own."""
+        hv: Any = self.hypervisor
+        if not _on_hosts(hv):
+            return
+        with self._arm:
+            live: dict[str, tuple[dict[str, Any], list[str], set[str]]] = {}  # name → (vm, NSG ids, VNet ids)
+            for vm in [r for r in self._res.values() if r["type"].endswith("virtualMachines")]:
+                if self._runtime.get(vm["id"].lower(), {}).get("power") != "running" or not hv.alive(vm["name"]):
+                    continue
+                nsgs: list[str] = []
+                vnets: set[str] = set()
+                for ref in (_props(vm).get("networkProfile") or {}).get("networkInterfaces") or []:
+                    nic = self._res.get(ref["id"].lower())
+                    if nic is None:
+                        continue
+                    if _props(nic).get("networkSecurityGroup"):
+                        nsgs.append(_props(nic)["networkSecurityGroup"]["id"].lower())
+                    for config in _props(nic).get("ipConfigurations") or []:
+                        subnet_id = config["properties"]["subnet"]["id"].lower()
+                        vnet_id, _, subnet_name = subnet_id.rpartition("/subnets/")
+                        vnets.add(vnet_id)
+                        vnet = self._res.get(vnet_id)
+                        for subnet in _props(vnet).get("subnets", []) if vnet else []:
+                            ref_nsg = (subnet["properties"].get("networkSecurityGroup") or {}).get("id")
+                            if subnet["name"].lower() == subnet_name and ref_nsg:
+                                nsgs.append(ref_nsg.lower())
+                live[vm["name"]] = (vm, nsgs, vnets)
+            members: dict[str, set[str]] = {}  # VNet id → private /32s of its running VMs
+            for name, (_, _, vnets) in live.items():
+                for vnet_id in vnets:
+                    members.setdefault(vnet_id, set()).add(f"{hv.private_address(name)}/32")
+            for name, (vm, nsgs, vnets) in live.items():
+                want: set[tuple[str, str, tuple[int, int]]] = set()
+                for nsg_id in dict.fromkeys(nsgs):
+                    nsg = self._res.get(nsg_id)
+                    if nsg is not None:
+                        want |= _admitted(nsg, {a for v in vnets for a in members.get(v, ())})
+                have = self.firewall.get(name, set())
+                for cidr, protocol, ports in sorted(have - want):
+                    hv.revoke(name, cidr, protocol, ports)
+                for cidr, protocol, ports in sorted(want - have):
+                    hv.allow(name, cidr, protocol, ports)
+                self.firewall[name] = want
+            for name in list(self.firewall):
+                if name not in live:
+                    del self.firewall[name]  # its host is gone, and its rules with it
 
     def _address_of(self, vm: dict[str, Any]) -> str:
         for ref in (_props(vm).get("networkProfile") or {}).get("networkInterfaces") or []:
@@ -669,7 +819,8 @@ class AzureVmFake(AzureFake):
 
     def _kill(self, vm: dict[str, Any]) -> None:
         if self.hypervisor is not None:
-            self.hypervisor.kill(vm["name"])
+            self.hypervisor.kill(vm["name"])  # the plug pulled
+            self.sync_firewalls()  # its peers' VirtualNetwork rules lose its address
 
     def _remove_vm(self, vm: dict[str, Any]) -> None:
         """The VM goes; its OS disk and NICs go with it per their deleteOption (Azure's default: Detach)."""

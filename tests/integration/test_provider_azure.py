@@ -39,9 +39,10 @@ from geotrain.errors import (  # noqa: E402
 )
 from geotrain.providers.azure import AzureProvider, arm  # noqa: E402
 from geotrain.providers.base import LaunchRequest, NodeState, Provider  # noqa: E402
-from geotrain.providers.remote import AGENT_PORT, run_token  # noqa: E402
-from geotrain.providers.startup import startup_script  # noqa: E402
-from tests.contract.harness_azure import azure_provider  # noqa: E402
+from geotrain.providers.cloudnodes import SSH_PORT  # noqa: E402
+from geotrain.providers.remote import run_token  # noqa: E402
+from geotrain.providers.runkeys import host_key, login_key  # noqa: E402
+from tests.contract.harness_azure import LOOPBACK_NODES, azure_provider  # noqa: E402
 from tests.fakes.azure_server import SUBSCRIPTION_ID  # noqa: E402
 from tests.fakes.azure_vms import ArmFailure, AzureVmFake  # noqa: E402
 
@@ -100,11 +101,14 @@ def test_a_spot_launch_makes_a_spot_vm_in_the_zone_with_the_script_and_tags(fake
     assert vm["tags"] == {"geotrain-run": "run-spot", "geotrain-request": req.request_id,
                           "geotrain-offer": req.offer.offer_id}
     script = base64.b64decode(p["osProfile"]["customData"]).decode()
-    assert script == startup_script(cloud="azure", token=run_token("run-spot"), agent_port=AGENT_PORT)
+    # the VM gets an sshd of geotrain's own with this node's host key and the run's login key, nothing else
+    assert script.startswith("#!/bin/bash") and f"Port {SSH_PORT}" in script and "--cloud" not in script
+    assert host_key("run-spot", req.request_id).private.strip() in script and login_key("run-spot")[1] in script
+    assert run_token("run-spot") not in script
     linux = p["osProfile"]["linuxConfiguration"]
     assert linux["disablePasswordAuthentication"] is True and "adminPassword" not in p["osProfile"]
-    [key] = linux["ssh"]["publicKeys"]
-    assert key["keyData"].startswith("ssh-rsa ") and p["osProfile"]["adminUsername"] == "geotrain"
+    [key] = linux["ssh"]["publicKeys"]  # Azure's own channel gets the run's login key too
+    assert key["keyData"] == login_key("run-spot")[1] and p["osProfile"]["adminUsername"] == "geotrain"
     assert p["storageProfile"]["imageReference"] == arm.DEFAULT_IMAGE
     assert p["storageProfile"]["osDisk"]["deleteOption"] == "Delete"
     assert [n["properties"]["deleteOption"] for n in p["networkProfile"]["networkInterfaces"]] == ["Delete"]
@@ -113,6 +117,7 @@ def test_a_spot_launch_makes_a_spot_vm_in_the_zone_with_the_script_and_tags(fake
     assert ip["zones"] == ["1"] and node.address == ip["properties"]["ipAddress"]
     [nic] = fake.resources("networkInterfaces")
     assert nic["properties"]["ipConfigurations"][0]["properties"]["publicIPAddress"]["id"] == ip["id"]
+    assert node.private_address == nic["properties"]["ipConfigurations"][0]["properties"]["privateIPAddress"]
     assert fake.groups() == ["geotrain-run-spot"]
 
 
@@ -125,7 +130,7 @@ def test_an_on_demand_launch_has_no_spot_options_and_a_region_wide_one_no_zone(f
     assert "zones" not in fake.resources("publicIPAddresses")[0]
 
 
-def test_the_firewall_opens_the_agent_port_to_the_launcher_and_tcp_within_the_run(fake, provider) -> None:
+def test_the_firewall_opens_the_ssh_port_to_the_launcher_and_tcp_within_the_vnet(fake, provider) -> None:
     provider.launch(request("run-fw", 0))
     provider.launch(request("run-fw", 1))
     [nsg] = fake.resources("networkSecurityGroups")
@@ -134,11 +139,12 @@ def test_the_firewall_opens_the_agent_port_to_the_launcher_and_tcp_within_the_ru
               r["properties"]["destinationPortRange"], r["properties"]["direction"])
              for r in nsg["properties"]["securityRules"]]
     assert rules == [
-        ("geotrain-agent", 100, "Allow", "Tcp", "127.0.0.0/8", "*", str(AGENT_PORT), "Inbound"),
-        ("geotrain-run-tcp", 110, "Allow", "Tcp", "10.77.0.0/16", "10.77.0.0/16", "*", "Inbound"),
+        ("geotrain-ssh", 100, "Allow", "Tcp", "127.0.0.0/8", "*", str(SSH_PORT), "Inbound"),
+        ("geotrain-run-tcp", 110, "Allow", "Tcp", "VirtualNetwork", "VirtualNetwork", "*", "Inbound"),
         ("geotrain-deny-inbound", 4096, "Deny", "*", "*", "*", "*", "Inbound"),
     ]
-    assert "22" not in json.dumps(nsg["properties"]["securityRules"])
+    ports = {r["properties"]["destinationPortRange"] for r in nsg["properties"]["securityRules"]}
+    assert "22" not in ports  # the image's own sshd stays closed
     [vnet] = fake.resources("virtualNetworks")
     assert vnet["properties"]["addressSpace"]["addressPrefixes"] == ["10.77.0.0/16"]
     [subnet] = vnet["properties"]["subnets"]
@@ -383,9 +389,9 @@ def test_a_spot_eviction_is_a_preemption(fake, provider) -> None:
 # -- dry run --------------------------------------------------------------------------------------
 
 
-def test_dry_run_makes_no_call_and_hides_the_token(fake, provider, geotrain_home) -> None:
+def test_dry_run_makes_no_call_and_no_key(fake, provider, geotrain_home) -> None:
     req = request("run-dry")
-    for made in (provider, AzureProvider.for_dry_run(control_cidr="203.0.113.7/32")):
+    for made in (provider, AzureProvider.for_dry_run(control_cidr="203.0.113.7/32", nodes=LOOPBACK_NODES)):
         calls = made.dry_run(req)
         assert [c["call"] for c in calls] == [
             "resources.resource_groups.get", "resources.resource_groups.create_or_update",
@@ -394,10 +400,15 @@ def test_dry_run_makes_no_call_and_hides_the_token(fake, provider, geotrain_home
             "network.network_interfaces.begin_create_or_update", "compute.virtual_machines.begin_create_or_update",
             "compute.virtual_machines.get"]
         create = calls[7]["params"]
-        assert create["startup_script"] == startup_script(cloud="azure", token="<run token>", agent_port=AGENT_PORT)
+        script = create["startup_script"]
+        assert script.startswith("#!/bin/bash") and "<this node's host key>" in script and f"Port {SSH_PORT}" in script
+        assert "ssh-ed25519 <run-login-key>" in script and "BEGIN OPENSSH PRIVATE KEY" not in script
+        keys = create["parameters"]["properties"]["osProfile"]["linuxConfiguration"]["ssh"]["publicKeys"]
+        assert [k["keyData"] for k in keys] == ["ssh-ed25519 <run-login-key>"]
         assert create["parameters"]["properties"]["priority"] == "Spot"
         assert create["vm_name"] == arm.vm_name(req.request_id)
     assert fake.requests == []  # no call at all
     assert not (geotrain_home / "providers" / "tokens").exists()  # nor a run token made
+    assert not (geotrain_home / "providers" / "keys").exists()  # nor a key
     assert isinstance(provider, Provider) and provider.capabilities.notice_s == 30 and provider.capabilities.spot
     assert SUBSCRIPTION_ID not in json.dumps(AzureProvider.for_dry_run().dry_run(req))

@@ -8,10 +8,11 @@ What a launch makes (``dry_run`` lists the same calls with their bodies):
   ``resource_group`` setting (never created or deleted by geotrain). geotrain leaves its empty group in
   place when the run ends (deleting a group takes minutes and would race a relaunch after a
   preemption): ``az group delete -n geotrain-<run>``.
-- **Per run and region**: an NSG ``geotrain-<runhash>-<region>-nsg`` whose inbound rules let in the node
-  agent's port (7470) from ``control_cidr`` only, all TCP whose source and destination are in the run's
-  VNet prefix (10.77.0.0/16), and deny everything else at priority 4096 (so Azure's default
-  AllowVnetInBound does not apply; no rule for port 22: the node agent is the only way in); and a VNet
+- **Per run and region**: an NSG ``geotrain-<runhash>-<region>-nsg`` whose inbound rules let in
+  geotrain's own sshd port (7422, ``geotrain.providers.cloudnodes``) from ``control_cidr`` only, all TCP
+  whose source and destination are in the VNet (the ``VirtualNetwork`` service tag: the nodes reach each
+  other at their private addresses), and deny everything else at priority 4096 (so Azure's default
+  AllowVnetInBound does not apply; no rule for port 22); and a VNet
   ``...-vnet`` with one subnet ``nodes`` (10.77.0.0/20) carrying that NSG
   (``network_security_groups.begin_create_or_update``, ``virtual_networks.begin_create_or_update``). Made
   once (recorded in the state file); deleted, VNet then NSG, when the run's last node in the region has
@@ -24,9 +25,10 @@ What a launch makes (``dry_run`` lists the same calls with their bodies):
   ``zones`` = [the offer's zone] when it has one (geotrain's Azure offers are region-wide: Azure picks),
   ``priority`` Spot + ``evictionPolicy`` Delete + ``billingProfile.maxPrice`` -1 (pay up to the on-demand
   price; evicted only for capacity) for spot offers, Regular otherwise; ``osProfile.customData`` =
-  base64 of :func:`geotrain.providers.startup.startup_script` (``cloud="azure"``), admin user ``geotrain``
-  with password log-in disabled and an RSA public key (Azure requires one) whose private half is thrown
-  away when it is made (once per provider object);
+  base64 of :func:`geotrain.providers.startup.ssh_startup_script` (``cloud="azure"``: an sshd of
+  geotrain's own on 7422 with the node's host key and the run's login key, for the node user, nothing
+  else), admin user ``geotrain`` with password log-in disabled and the run's login key as its SSH key
+  (Azure's own channel: the key reaches the image's sshd on 22 too, which the NSG keeps closed);
   ``storageProfile.imageReference`` = the ``image`` setting, default Microsoft's Ubuntu-HPC 22.04 image
   ``microsoft-dsvm:ubuntu-hpc:2204:latest`` (NVIDIA driver, CUDA, NCCL, InfiniBand, Python 3; no
   marketplace plan); an OS disk ``<vm>-osdisk`` (StandardSSD_LRS) and the NIC with ``deleteOption``
@@ -49,12 +51,17 @@ it, which is what a vanished spot VM most likely means) and TERMINATED "lost" fo
 A stopped VM, or a Failed one not running, is "lost". These verdicts are final (the state file keeps
 the first end). VMs of the run that the state file does not know (launched from another machine) are
 adopted from their tags. ``NodeInfo.address`` is the public IP (``public_ip_addresses.get`` when not
-known from the launch), else the private one.
+known from the launch), else the private one; ``NodeInfo.private_address`` the NIC's
+(``network_interfaces.get`` once the VM runs).
 
 Terminate: ``virtual_machines.begin_delete``, then ``network_interfaces.begin_delete``,
 ``public_ip_addresses.begin_delete`` and ``disks.begin_delete`` (each waited for; ARM answers 204 for what
-is already gone), then the region's network as above. ``start``: through the node agent
-(:class:`geotrain.providers.remote.AgentChannel`) at the VM's address, with the run's token.
+is already gone), then the region's network as above. ``booted`` / ``start``: the launcher reaches the VM
+over SSH (:class:`geotrain.providers.cloudnodes.CloudNodes`, the ``nodes`` setting): the first time it
+ships and installs this geotrain and starts the node agent on the VM's loopback (its whereabouts kept in
+the node record), then runs commands through the agent over that link
+(:class:`geotrain.providers.remote.AgentChannel`, with the run's token); ``ship`` / ``store_address``
+(:class:`geotrain.providers.base.NodeLink`) and ``login_command`` (``geotrain ssh``) use the same link.
 
 Errors: see :mod:`geotrain.providers.azure.errors`. Throttling (429) is not retried by this provider (nor by
 azure-core's retry policy, built to leave 429 alone as the price source's is): ThrottledError, and the

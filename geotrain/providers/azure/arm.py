@@ -19,7 +19,7 @@ TAG_VALUE_MAX = 256  # Azure's limit on a tag value
 
 # Microsoft's Ubuntu-HPC 22.04 image (publisher microsoft-dsvm, Gen2): NVIDIA driver, CUDA, NCCL, InfiniBand
 # drivers and Python 3 preinstalled, no marketplace plan to accept. Any image with bash and python3 works
-# (the startup script pip-installs geotrain when the image lacks it); set ``image`` to use another.
+# (the launcher ships and installs geotrain over SSH); set ``image`` to use another.
 DEFAULT_IMAGE = {"publisher": "microsoft-dsvm", "offer": "ubuntu-hpc", "sku": "2204", "version": "latest"}
 DEFAULT_ADMIN = "geotrain"
 DEFAULT_OS_DISK_TYPE = "StandardSSD_LRS"  # every size takes it (Premium_LRS needs an "s" size)
@@ -27,7 +27,9 @@ DEFAULT_VNET_PREFIX = "10.77.0.0/16"
 DEFAULT_SUBNET_PREFIX = "10.77.0.0/20"
 SUBNET = "nodes"
 
-PRIORITY_AGENT = 100
+PRIORITY_SSH = 100
+PRIORITY_AGENT = PRIORITY_SSH  # the rule's former name
+VNET_TAG = "VirtualNetwork"  # Azure's service tag: the addresses of the VNet (its VMs' private addresses)
 PRIORITY_INTERNAL = 110
 PRIORITY_DENY = 4096  # below it nothing else is let in (Azure's defaults would admit the whole VNet tag)
 
@@ -95,8 +97,10 @@ def group_body(region: str, run_id: str) -> dict[str, Any]:
     return {"location": region, "tags": tags(run_id)}
 
 
-def nsg_body(region: str, run_id: str, *, control_cidr: str, agent_port: int, vnet_prefix: str) -> dict[str, Any]:
-    """Inbound: the agent port from ``control_cidr``, all TCP within the run's VNet, nothing else (no 22)."""
+def nsg_body(region: str, run_id: str, *, control_cidr: str, ssh_port: int, vnet_prefix: str = "") -> dict[str, Any]:
+    """Inbound: geotrain's SSH port (``geotrain.providers.cloudnodes``) from ``control_cidr``, all TCP
+    within the VNet (the ``VirtualNetwork`` service tag: peers at their private addresses), nothing else
+    (no 22). ``vnet_prefix`` is not used (the tag follows the VNet)."""
 
     def rule(name: str, priority: int, access: str, protocol: str, source: str, destination: str,
              port: str) -> dict[str, Any]:
@@ -106,8 +110,8 @@ def nsg_body(region: str, run_id: str, *, control_cidr: str, agent_port: int, vn
             "destinationPortRange": port}}
 
     return {"location": region, "tags": tags(run_id), "properties": {"securityRules": [
-        rule("geotrain-agent", PRIORITY_AGENT, "Allow", "Tcp", control_cidr, "*", str(agent_port)),
-        rule("geotrain-run-tcp", PRIORITY_INTERNAL, "Allow", "Tcp", vnet_prefix, vnet_prefix, "*"),
+        rule("geotrain-ssh", PRIORITY_SSH, "Allow", "Tcp", control_cidr, "*", str(ssh_port)),
+        rule("geotrain-run-tcp", PRIORITY_INTERNAL, "Allow", "Tcp", VNET_TAG, VNET_TAG, "*"),
         rule("geotrain-deny-inbound", PRIORITY_DENY, "Deny", "*", "*", "*", "*"),
     ]}}
 

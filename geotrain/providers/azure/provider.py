@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -34,13 +34,15 @@ from geotrain.providers.azure.state import (
     node_info,
     now_text,
 )
-from geotrain.providers.base import Capabilities, LaunchRequest, NodeInfo, NodeState
-from geotrain.providers.remote import AGENT_PORT, AgentChannel, AgentEndpoint, RemoteProcess, run_token
-from geotrain.providers.startup import startup_script
+from geotrain.providers.base import Capabilities, LaunchRequest, LoginCommand, NodeInfo, NodeState
+from geotrain.providers.cloudnodes import CloudNodes
+from geotrain.providers.remote import AGENT_PORT, AgentChannel, RemoteProcess, run_token
+from geotrain.providers.startup import ssh_startup_script
 
 log = logging.getLogger(__name__)
 
-HIDDEN_TOKEN = "<run token>"
+HIDDEN_LOGIN_KEY = "ssh-ed25519 <run-login-key>"  # what a dry run shows for the run's login key (none is made)
+HIDDEN_HOST_KEY = "<this node's host key>"
 CLIENT_SETTINGS = ("credential", "subscription_id", "arm_url", "enforce_https", "retry_total", "request_timeout_s",
                    "client_kwargs", "environ")
 
@@ -50,14 +52,17 @@ class AzureProvider:
 
     ``clients``: an :class:`AzureClients`, or a callable making one on first use (so that ``dry_run`` needs
     no credentials), or None (a provider that can only ``dry_run``). Settings: ``control_cidr`` (the only
-    source the agent port is open to; required to launch), ``agent_port``, ``resource_group`` (an existing
-    group to use instead of one ``geotrain-<run>`` per run), ``image`` (an ARM imageReference),
-    ``admin_username``, ``os_disk_type``, ``os_disk_gib``, ``vnet_prefix`` / ``subnet_prefix``,
+    source geotrain's SSH port on the VMs is open to; required to launch), ``nodes`` (a
+    :class:`~geotrain.providers.cloudnodes.CloudNodes`: how the launcher reaches the VMs over SSH, its
+    port and node user), ``agent_port`` (unused: the agent listens on the VM's loopback),
+    ``resource_group`` (an existing group to use instead of one ``geotrain-<run>`` per run), ``image`` (an
+    ARM imageReference), ``admin_username`` (its SSH key: the run's login key), ``os_disk_type``, ``os_disk_gib``, ``vnet_prefix`` / ``subnet_prefix``,
     ``polling_interval_s`` (LRO polls when Azure gives no Retry-After), ``launch_timeout_s`` (until the VM
     runs), ``delete_timeout_s``, ``use_activity_log`` (tell a spot eviction from a deletion by the activity
     log), ``channel`` (the :class:`AgentChannel` of ``start``), ``home`` (GEOTRAIN_HOME; None: at each call),
-    ``startup`` (the startup-script function, default :func:`geotrain.providers.startup.startup_script`),
-    ``token`` (the run-token function, default :func:`geotrain.providers.remote.run_token`).
+    ``startup`` (the startup-script function, default :func:`geotrain.providers.startup.ssh_startup_script`,
+    called with its keyword arguments), ``token`` (the run-token function, default
+    :func:`geotrain.providers.remote.run_token`).
     """
 
     name = arm.CLOUD
@@ -70,7 +75,8 @@ class AzureProvider:
                  vnet_prefix: str = arm.DEFAULT_VNET_PREFIX, subnet_prefix: str = arm.DEFAULT_SUBNET_PREFIX,
                  polling_interval_s: float = 5.0, launch_timeout_s: float = 900.0, delete_timeout_s: float = 900.0,
                  use_activity_log: bool = True, channel: AgentChannel | None = None, home: Path | None = None,
-                 startup: Callable[..., str] = startup_script, token: Callable[[str], str] = run_token) -> None:
+                 startup: Callable[..., str] = ssh_startup_script, token: Callable[[str], str] = run_token,
+                 nodes: CloudNodes | None = None) -> None:
         self._clients_given = clients
         self._client_cache: AzureClients | None = clients if isinstance(clients, AzureClients) else None
         self.control_cidr = control_cidr
@@ -90,7 +96,7 @@ class AzureProvider:
         self._home = Path(home) if home is not None else None
         self._startup = startup
         self._token = token
-        self._public_key: str | None = None
+        self.nodes = nodes or CloudNodes(arm.CLOUD)  # how the launcher reaches the VMs: SSH, its own keys
         self._store = StateStore(lambda: (self._home if self._home is not None else geotrain_home())
                                  / "providers" / arm.CLOUD)
 
@@ -186,27 +192,34 @@ class AzureProvider:
 
     def start(self, node_id: str, argv: list[str], env: dict[str, str], log_path: Path,
               cwd: Path | str | None = None, files: Mapping[str, str] | None = None) -> RemoteProcess:
-        """Run ``argv`` on the node through its agent (see :class:`geotrain.providers.remote.AgentChannel`)."""
+        """Run ``argv`` through the node's agent, reached over the launcher's SSH link (the VM is set up
+        first if it is not yet: geotrain shipped and installed, its agent started)."""
         rec = self._record(node_id)
         if rec["status"] != CREATED:
             raise NotFoundError(f"no Azure node {node_id} (its launch did not finish; list the run's nodes)")
-        if not NodeState(rec["state"]).ended:
-            rec = self._refresh(rec)
-        if NodeState(rec["state"]).ended:
+        channel = self._channel()
+        deadline = time.monotonic() + channel.ready_timeout_s
+        while (ready := self.booted(node_id)) is None and time.monotonic() < deadline:
+            time.sleep(1.0)
+        rec = self._record(node_id)
+        if NodeState(rec["state"]).ended or ready is False:
             raise ProviderError(
                 f"cannot start a command on node {node_id}: it is {rec['state']} ({rec['end_reason']}); launch "
                 "another node", scope=location_of(rec).zone_scope)
-        if not rec["address"] and not rec["private_address"]:
-            raise ProviderError(f"node {node_id} has no address yet; try again", scope=location_of(rec).zone_scope)
-        endpoint = AgentEndpoint(rec["address"] or rec["private_address"], self.agent_port, self._token(rec["run_id"]))
-        channel = self.channel if self.channel is not None else AgentChannel()
+        if ready is None:
+            raise ProviderError(f"node {node_id} did not answer over SSH within {channel.ready_timeout_s:.0f} s",
+                                scope=location_of(rec).zone_scope)
+        link = self._link(rec)
+        endpoint = self.nodes.endpoint(link, node_id, rec["agent"], self._token(rec["run_id"]), fresh=True)
         return channel.start(endpoint, argv, env, Path(log_path), cwd, alive=lambda: self._alive(node_id),
                              files=files)
 
     def booted(self, node_id: str) -> bool | None:
-        """:class:`~geotrain.providers.bootwatch.BootWatch`: the VM's instance view, then one look at the node
-        agent once it runs with an address (False: ended; None: not yet)."""
-        from geotrain.providers.bootwatch import PROBE_TIMEOUT_S, agent_answers
+        """:class:`~geotrain.providers.bootwatch.BootWatch`: the VM's instance view; once it runs with an
+        address, its set-up over SSH the first time (this geotrain installed, its agent started: tens of
+        seconds), then one look at the agent (False: ended, or a host key that is not the node's; None:
+        not yet)."""
+        from geotrain.errors import CredentialsError
 
         rec = self._record(node_id)
         if rec["status"] != CREATED:
@@ -215,11 +228,60 @@ class AzureProvider:
             rec = self._refresh(rec)
         if NodeState(rec["state"]).ended:
             return False
-        address = rec["address"] or rec["private_address"]
-        if NodeState(rec["state"]) is not NodeState.RUNNING or not address:
+        if NodeState(rec["state"]) is not NodeState.RUNNING or not (rec["address"] or rec["private_address"]):
             return None
-        timeout_s = min(getattr(self.channel, "timeout_s", PROBE_TIMEOUT_S), PROBE_TIMEOUT_S)
-        return agent_answers(AgentEndpoint(address, self.agent_port, self._token(rec["run_id"])), timeout_s)
+        link = self._link(rec)
+        token = self._token(rec["run_id"])
+        try:
+            if not rec.get("agent"):
+                agent = self.nodes.prepare(link, node_id, token)
+                with self._store.transaction() as state:
+                    now = state["nodes"].get(node_id)
+                    if now is not None:
+                        now["agent"] = agent
+                rec = {**rec, "agent": agent}
+            endpoint = self.nodes.endpoint(link, node_id, rec["agent"], token, fresh=True)
+            return self._channel().health(endpoint) is not None
+        except CredentialsError:
+            return False  # not the node's host key (or login refused): never this node
+        except ProviderError:
+            return None  # its sshd does not answer yet
+
+    # -- nodes over SSH (NodeLink, NodeLogin) -----------------------------------------------------
+
+    def ship(self, node_id: str, sources: Sequence[tuple[Path, str]]) -> None:
+        """Copy local files and folders onto the VM (destinations under its node user's home)."""
+        self._link(self._record(node_id)).upload(sources)
+
+    def store_address(self, node_id: str, local_port: int) -> tuple[str, int]:
+        """Where the VM reaches ``127.0.0.1:local_port`` here: a port of its loopback that the SSH link
+        forwards back."""
+        return "127.0.0.1", self._link(self._record(node_id)).forward_remote(local_port)
+
+    def login_command(self, node_id: str, command: Sequence[str] = ()) -> LoginCommand:
+        """``ssh`` into the VM as its node user with the run's login key, the node's host key checked, in
+        the node's directory (``geotrain ssh``): a login shell, or ``command`` run by it."""
+        import shlex
+
+        rec = self._record(node_id)
+        if NodeState(rec["state"]).ended or not rec.get("agent"):
+            raise ProviderError(f"node {node_id} is {rec['state']} and not set up; only a running node can be "
+                                "logged into", scope=location_of(rec).zone_scope)
+        node_dir = rec["agent"]["node_dir"]
+        then = " ".join(command) if command else 'exec "${SHELL:-/bin/sh}" -l'
+        script = (f"cd {shlex.quote(node_dir)} && export GEOTRAIN_RUN_ID={shlex.quote(rec['run_id'])} "
+                  f"GEOTRAIN_NODE_ID={shlex.quote(node_id)} GEOTRAIN_NODE_DIR={shlex.quote(node_dir)} && {then}")
+        tty = [] if command else ["-t"]
+        return LoginCommand(tuple(self._link(rec).options(batch=False) + tty + ["--", script]))
+
+    def _link(self, rec: Mapping[str, Any]) -> Any:
+        return self.nodes.link(rec["run_id"], rec["request_id"], rec.get("address") or rec.get("private_address")
+                               or "", scope=f"azure/{rec['location']['region']}")
+
+    def _channel(self) -> AgentChannel:
+        if self.channel is None:
+            self.channel = AgentChannel()
+        return self.channel
 
     def dry_run(self, request: LaunchRequest) -> list[dict[str, Any]]:
         """The SDK calls ``launch`` would make, in order; makes none (needs no credentials)."""
@@ -234,9 +296,8 @@ class AzureProvider:
         subnet_id = arm.arm_id(sub, group, "Microsoft.Network/virtualNetworks", vnet) + f"/subnets/{arm.SUBNET}"
         ip_id = arm.arm_id(sub, group, "Microsoft.Network/publicIPAddresses", arm.ip_name(name))
         nic_id = arm.arm_id(sub, group, "Microsoft.Network/networkInterfaces", arm.nic_name(name))
-        script = self._startup(cloud=arm.CLOUD, token=HIDDEN_TOKEN, agent_port=self.agent_port)
-        body = self._vm_body(request, name, nic_id, "<base64 of startup_script>",
-                             "<an RSA public key whose private key is thrown away>")
+        script = self._script(request, dry=True)
+        body = self._vm_body(request, name, nic_id, "<base64 of startup_script>", HIDDEN_LOGIN_KEY)
         cidr = self.control_cidr or "<control_cidr: the launcher's address/32, required>"
         calls: list[dict[str, Any]] = [{"call": "resources.resource_groups.get",
                                         "params": {"resource_group_name": group}}]
@@ -247,7 +308,7 @@ class AzureProvider:
         calls += [
             {"call": "network.network_security_groups.begin_create_or_update", "params": {
                 "resource_group_name": group, "network_security_group_name": nsg,
-                "parameters": arm.nsg_body(region, run_id, control_cidr=cidr, agent_port=self.agent_port,
+                "parameters": arm.nsg_body(region, run_id, control_cidr=cidr, ssh_port=self.nodes.ssh_port,
                                            vnet_prefix=self.vnet_prefix)}},
             {"call": "network.virtual_networks.begin_create_or_update", "params": {
                 "resource_group_name": group, "virtual_network_name": vnet,
@@ -323,12 +384,24 @@ class AzureProvider:
 
     # -- launch ------------------------------------------------------------------------------------
 
-    def _ssh_key(self) -> str:
-        """The SSH public key Azure requires (password log-in is off): made once per provider, its private
-        half never kept, so nobody can log in with it."""
-        if self._public_key is None:
-            self._public_key = arm.new_ssh_public_key()
-        return self._public_key
+    def _script(self, request: LaunchRequest, *, dry: bool = False) -> str:
+        """The VM's custom data: an sshd of geotrain's own with this node's host key and the run's login
+        key (a dry run shows placeholders and makes no key)."""
+        if dry:
+            login_public, host_private = HIDDEN_LOGIN_KEY, HIDDEN_HOST_KEY
+        else:
+            from geotrain.providers.runkeys import host_key, login_key
+
+            login_public = login_key(request.run_id)[1]
+            host_private = host_key(request.run_id, request.request_id).private
+        return self._startup(cloud=arm.CLOUD, login_public=login_public, host_private=host_private,
+                             ssh_port=self.nodes.ssh_port, node_user=self.nodes.node_user)
+
+    def _login_public(self, run_id: str) -> str:
+        """The run's login key, for Azure's own channel too (the admin user's authorized keys)."""
+        from geotrain.providers.runkeys import login_key
+
+        return login_key(run_id)[1]
 
     def _vm_body(self, request: LaunchRequest, name: str, nic_id: str, custom: str, key: str) -> dict[str, Any]:
         return arm.vm_body(request.offer, request.run_id, request.request_id, name=name, nic_id=nic_id,
@@ -340,7 +413,7 @@ class AzureProvider:
         """Make (or find) the VM of a record in status "creating" and wait until it runs."""
         if not self.control_cidr:
             self._forget(rec["node_id"])
-            raise ProviderError("Azure: control_cidr is not set: the run's firewall opens the node agent's port only "
+            raise ProviderError("Azure: control_cidr is not set: the run's firewall opens geotrain's SSH port only "
                                 "to the launcher's address (e.g. 203.0.113.7/32); pass it to launch")
         clients, offer, name = self._clients(), request.offer, rec["node_id"]
         group, opts, loc = rec["resource_group"], clients.call_options, offer.location
@@ -360,8 +433,8 @@ class AzureProvider:
             ip = self._put_nic_and_ip(clients, rec, request, subnet_id)
             nic_id = arm.arm_id(clients.subscription_id, group, "Microsoft.Network/networkInterfaces",
                                 arm.nic_name(name))
-            script = self._startup(cloud=arm.CLOUD, token=self._token(request.run_id), agent_port=self.agent_port)
-            body = self._vm_body(request, name, nic_id, arm.custom_data(script), self._ssh_key())
+            script = self._script(request)
+            body = self._vm_body(request, name, nic_id, arm.custom_data(script), self._login_public(request.run_id))
             what = f"create VM {name} ({size}) in {loc.zone_scope}"
             try:
                 poller = clients.compute.virtual_machines.begin_create_or_update(
@@ -382,8 +455,11 @@ class AzureProvider:
             with self._store.transaction() as state:
                 state["nodes"][name]["address"] = ip
         rec = self._wait_running(clients, rec)
+        private = self._private_ip(clients, rec) if NodeState(rec["state"]) is NodeState.RUNNING else None
         with self._store.transaction() as state:
             state["nodes"][name]["status"] = CREATED
+            if private:
+                state["nodes"][name]["private_address"] = private  # the NIC's address now the VM runs
             return dict(state["nodes"][name])
 
     def _put_nic_and_ip(self, clients: AzureClients, rec: dict[str, Any], request: LaunchRequest,
@@ -459,7 +535,7 @@ class AzureProvider:
                     self._ensure_group(clients, run_id, run)
                 nsg_made = self._wait(clients.network.network_security_groups.begin_create_or_update(
                     group, nsg, arm.nsg_body(region, run_id, control_cidr=str(self.control_cidr),
-                                             agent_port=self.agent_port, vnet_prefix=self.vnet_prefix),
+                                             ssh_port=self.nodes.ssh_port, vnet_prefix=self.vnet_prefix),
                     polling_interval=self.polling_interval_s, **opts), f"creating NSG {nsg}", self.launch_timeout_s)
                 self._wait(clients.network.virtual_networks.begin_create_or_update(
                     group, vnet, arm.vnet_body(region, run_id, nsg_id=nsg_made["id"], vnet_prefix=self.vnet_prefix,
@@ -586,6 +662,16 @@ class AzureProvider:
         if evidence == "removed" or not rec["spot"]:
             return NodeState.TERMINATED, "lost"
         return NodeState.PREEMPTED, "preempted"
+
+    def _private_ip(self, clients: AzureClients, rec: dict[str, Any]) -> str | None:
+        """The private address of the VM's NIC (None: no NIC, or none yet)."""
+        try:
+            nic = clients.network.network_interfaces.get(rec["resource_group"], arm.nic_name(rec["node_id"]),
+                                                         **clients.call_options)
+        except Exception:  # noqa: BLE001 - the address the NIC had when it was made serves
+            return None
+        configs = arm.props(nic).get("ipConfigurations") or [{}]
+        return (configs[0].get("properties") or {}).get("privateIPAddress")
 
     def _public_ip(self, clients: AzureClients, rec: dict[str, Any]) -> str | None:
         try:

@@ -12,6 +12,7 @@ and a spot VM that vanished be told from one we deleted.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
 from pathlib import Path
@@ -81,4 +82,6 @@ def check_same_request(rec: Mapping[str, Any], request: LaunchRequest) -> None:
 
 
 def node_info(rec: Mapping[str, Any]) -> NodeInfo:
-    return record_node_info(rec, rec["address"] or rec["private_address"] or "")
+    """``address``: the public IP (the private one where there is none); ``private_address``: the NIC's."""
+    return dataclasses.replace(record_node_info(rec, rec["address"] or rec["private_address"] or ""),
+                               private_address=rec.get("private_address") or "")
