@@ -5,7 +5,7 @@ Between nodes, training traffic (torch.distributed's gloo or NCCL, geotrain's ow
 plain TCP: inside one VPC (an AWS region's default VPC, a GCP network, an Azure VNet) or one on-prem
 site it stays there; between regions, clouds or sites it crosses the internet as it is. The launcher's
 own traffic (commands, files, the rendezvous store) rides its SSH connections where the provider uses
-them, and the node agents' plain HTTP where it does not (GCP for now).
+them, and the node agents' plain HTTP where it does not.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from collections.abc import Iterable
 
 from geotrain.domain import Location
 
-SSH_CLOUDS = frozenset({"aws", "azure", "onprem"})  # providers whose control traffic rides the launcher's SSH
+SSH_CLOUDS = frozenset({"aws", "azure", "gcp", "onprem"})  # providers whose control traffic rides the launcher's SSH
 
 
 def plaintext_words(locations: Iterable[Location]) -> str | None:

@@ -1,7 +1,8 @@
 """The contract harness of the GCP provider: GcpProvider through the real google-cloud-compute clients against
 the local Compute Engine fake (``tests.fakes.gcp.GcpComputeFake``), whose instances are local "VMs" of a
-``tests.fakes.vms.Hypervisor``: each runs its startup script, so the node agent answers and ``start()`` works
-end to end.
+``tests.fakes.vms.Hypervisor``: each runs its startup script (an sshd of geotrain's own, for this machine's
+user, on the VM's loopback address), so the provider sets the VM up over SSH and ``start()`` works end to
+end.
 
 Register with ``HARNESSES["gcp"] = make_gcp_harness`` (tests/contract/conftest.py).
 
@@ -19,18 +20,24 @@ runs with ``strict_types = False`` so that any machine type name is accepted.
 
 from __future__ import annotations
 
+import getpass
 import weakref
 from pathlib import Path
 
 from google.auth.credentials import AnonymousCredentials
 
 from geotrain.providers.base import NodeInfo, Provider
+from geotrain.providers.cloudnodes import CloudNodes
 from geotrain.providers.gcp import ComputeClients, GcpProvider
 from geotrain.providers.remote import AgentChannel
 from tests.contract.conftest import Harness
 from tests.fakes.gcp import PROJECT, GcpComputeFake
 from tests.fakes.metadata import FakeMetadata
 from tests.fakes.vms import Hypervisor
+
+
+# tests.fakes.vms's "VMs" are processes of this machine: their sshd lets in this machine's user
+LOOPBACK_NODES = CloudNodes("gcp", node_user=getpass.getuser(), connect_timeout_s=5.0)
 
 
 def _shutdown(fake: GcpComputeFake, hypervisor: Hypervisor, metadata: FakeMetadata) -> None:
@@ -52,7 +59,8 @@ def make_gcp_harness(home: Path) -> Harness:
         made.append(None)
         clients = ComputeClients.build(AnonymousCredentials(), api_endpoint=fake.url)
         return GcpProvider(PROJECT, clients=clients, home=None if len(made) == 1 else home,
-                           control_cidr="127.0.0.0/8", channel=AgentChannel(ready_timeout_s=60), poll_s=0.05)
+                           control_cidr="127.0.0.0/8", channel=AgentChannel(ready_timeout_s=60), poll_s=0.05,
+                           nodes=LOOPBACK_NODES)
 
     def node_gone(provider: Provider, node: NodeInfo) -> bool:
         vms = [vm for vm in hypervisor.vms if vm.endswith(f".{node.node_id}")]

@@ -30,6 +30,7 @@ from geotrain.providers.gcp import ComputeClients, GcpProvider
 from geotrain.providers.registry import Router
 from geotrain.providers.remote import AgentChannel
 from tests.contract.harness_aws import aws_provider
+from tests.contract.harness_gcp import LOOPBACK_NODES as GCP_LOOPBACK_NODES
 from tests.fakes.aws import FakeAws
 from tests.fakes.gcp import PROJECT, GcpComputeFake
 from tests.fakes.metadata import FakeMetadata
@@ -61,7 +62,7 @@ def clouds(tmp_path: Path, geotrain_home: Path):  # noqa: ANN201
 def router(aws: FakeAws, gcp: GcpComputeFake, home: Path) -> Router:
     channel = AgentChannel(ready_timeout_s=60)
     gcp_provider = GcpProvider(PROJECT, clients=ComputeClients.build(AnonymousCredentials(), api_endpoint=gcp.url),
-                               control_cidr="127.0.0.0/8", channel=channel, poll_s=0.05)
+                               control_cidr="127.0.0.0/8", channel=channel, poll_s=0.05, nodes=GCP_LOOPBACK_NODES)
     return Router({"aws": aws_provider(aws, None, channel=channel), "gcp": gcp_provider})
 
 

@@ -30,7 +30,8 @@ from geotrain.errors import (
 from geotrain.providers.base import LaunchRequest, NodeState, Provider
 from geotrain.providers.gcp import ComputeClients, GcpProvider
 from geotrain.providers.gcp.shapes import DEFAULT_IMAGE, gce_request_id, instance_name, run_tag
-from geotrain.providers.remote import AGENT_PORT
+from geotrain.providers.cloudnodes import SSH_PORT
+from tests.contract.harness_gcp import LOOPBACK_NODES
 from tests.fakes.gcp import PROJECT, GcpComputeFake
 
 US = Location("gcp", "us-central1", "us-central1-a", Continent.NORTH_AMERICA)
@@ -73,6 +74,7 @@ def gcp(fake: GcpComputeFake, **kw) -> GcpProvider:  # noqa: ANN003
     kw.setdefault("control_cidr", "127.0.0.0/8")
     kw.setdefault("sleep", lambda s: None)
     kw.setdefault("poll_s", 0.01)
+    kw.setdefault("nodes", LOOPBACK_NODES)
     clients = kw.pop("clients", None) or ComputeClients.build(AnonymousCredentials(), api_endpoint=fake.url)
     return GcpProvider(PROJECT, clients=clients, **kw)
 
@@ -103,10 +105,13 @@ def test_a_spot_launch_makes_a_spot_vm_in_the_planned_zone_with_the_script_label
                                   "onHostMaintenance": "TERMINATE", "automaticRestart": False}
     meta = items(inst["metadata"])
     script = meta["startup-script"]
-    assert script.startswith("#!/bin/bash") and "geotrain.node.agent" in script and f"--port {AGENT_PORT}" in script
+    # the VM gets an sshd of geotrain's own with this node's host key and the run's login key, nothing else
     from geotrain.providers.remote import run_token
+    from geotrain.providers.runkeys import host_key, login_key
 
-    assert run_token(run) in script  # the run's own token, on the VM only
+    assert script.startswith("#!/bin/bash") and f"Port {SSH_PORT}" in script and "geotrain.node.agent" not in script
+    assert host_key(run, request.request_id).private.strip() in script and login_key(run)[1] in script
+    assert run_token(run) not in script
     assert (meta["geotrain-run"], meta["geotrain-request"], meta["geotrain-offer"]) == \
         (run, request.request_id, request.offer.offer_id)
     assert inst["labels"]["geotrain-run"] == run and len(inst["labels"]["geotrain-request"]) == 32
@@ -117,11 +122,12 @@ def test_a_spot_launch_makes_a_spot_vm_in_the_planned_zone_with_the_script_label
     nic = inst["networkInterfaces"][0]
     assert nic["network"].endswith("/global/networks/default")
     assert nic["accessConfigs"][0]["type"] == "ONE_TO_ONE_NAT" and nic["accessConfigs"][0]["natIP"] == node.address
+    assert node.private_address == nic["networkIP"] and node.private_address.startswith("10.128.")
     [insert] = [q for m, e, p, q, b in fake.compute_log if e == "instances.insert"]
     assert insert["requestId"] == str(uuid.UUID(insert["requestId"])) == gce_request_id(request.request_id)
 
 
-def test_the_run_firewall_opens_only_the_agent_port_to_the_launcher_and_tcp_between_its_nodes(fake) -> None:
+def test_the_run_firewall_opens_only_the_ssh_port_to_the_launcher_and_tcp_between_its_nodes(fake) -> None:
     provider = gcp(fake, control_cidr="203.0.113.7")
     run = new_run()
     provider.launch(req(run, 0))
@@ -133,7 +139,7 @@ def test_the_run_firewall_opens_only_the_agent_port_to_the_launcher_and_tcp_betw
         assert rule["direction"] == "INGRESS" and rule["network"].endswith("/global/networks/default")
         assert rule["targetTags"] == [f"gt-{run}"]
     assert agent["sourceRanges"] == ["203.0.113.7/32"] and "sourceTags" not in agent
-    assert agent["allowed"] == [{"IPProtocol": "tcp", "ports": [str(AGENT_PORT)]}]
+    assert agent["allowed"] == [{"IPProtocol": "tcp", "ports": [str(SSH_PORT)]}]
     assert peers["sourceTags"] == [f"gt-{run}"] and "sourceRanges" not in peers
     assert peers["allowed"] == [{"IPProtocol": "tcp"}]
     nodes = provider.list(run)
@@ -513,12 +519,13 @@ def test_vms_of_the_run_launched_from_another_home_are_adopted(fake, tmp_path: P
 # -- dry run -------------------------------------------------------------------------------------------
 
 
-def test_dry_run_makes_no_call_and_hides_the_run_token(fake, geotrain_home: Path) -> None:
+def test_dry_run_makes_no_call_and_no_key(fake, geotrain_home: Path) -> None:
     provider = gcp(fake)
     run = new_run()
     calls = provider.dry_run(req(run))
     assert fake.requests == [] and fake.compute_log == []
     assert not (geotrain_home / "providers" / "tokens").exists()  # no token was made for it
+    assert not (geotrain_home / "providers" / "keys").exists()  # nor a key
     assert [c["call"] for c in calls] == [
         "compute.firewalls.get", "compute.firewalls.insert", "compute.globalOperations.wait",
         "compute.firewalls.get", "compute.firewalls.insert", "compute.globalOperations.wait",
@@ -527,14 +534,19 @@ def test_dry_run_makes_no_call_and_hides_the_run_token(fake, geotrain_home: Path
     assert insert["zone"] == "us-central1-a" and insert["project"] == PROJECT
     body = insert["instance_resource"]
     script = items(body["metadata"])["startup-script"]
-    assert "<run token>" in script and "geotrain.node.agent" in script
+    assert "<this node's host key>" in script and "BEGIN OPENSSH PRIVATE KEY" not in script
+    assert calls[1]["params"]["firewall_resource"]["allowed"] == [{"IPProtocol": "tcp", "ports": [str(SSH_PORT)]}]
     assert body["scheduling"]["provisioningModel"] == "SPOT"
     assert calls[1]["params"]["firewall_resource"]["sourceRanges"] == ["127.0.0.0/8"]
-    provider.launch(req(run))  # what the dry run showed is what launch sends, the token aside
-    from geotrain.providers.remote import hide_token, run_token
+    request = req(run)
+    provider.launch(request)  # what the dry run showed is what launch sends, the keys aside
+    from geotrain.providers.runkeys import host_key, login_key
 
     [sent] = [b for m, e, p, q, b in fake.compute_log if e == "instances.insert"]
-    assert json.loads(hide_token(json.dumps(sent), run_token(run))) == body
+    shown = json.loads(json.dumps(body).replace(json.dumps("<this node's host key>")[1:-1], json.dumps(
+        host_key(run, request.request_id).private.strip())[1:-1]).replace("ssh-ed25519 <run-login-key>",
+                                                                          login_key(run)[1]))
+    assert sent == shown
     assert GcpProvider.from_environment().dry_run(req(run))  # no credentials needed either
 
 
@@ -547,40 +559,53 @@ def test_a_provider_without_control_cidr_refuses_to_launch(fake) -> None:
 # -- the node agent end to end -------------------------------------------------------------------------
 
 
-def test_start_runs_a_command_through_the_node_agent_and_a_reclaim_reaches_it(fake, tmp_path: Path) -> None:
+def test_start_sets_the_vm_up_over_ssh_runs_a_command_through_its_agent_and_a_preemption_ends_it(
+        fake, tmp_path: Path) -> None:
     import time
 
+    from geotrain.providers.base import NodeLink, NodeLogin
     from geotrain.providers.remote import AgentChannel
     from tests.fakes.metadata import FakeMetadata
     from tests.fakes.vms import Hypervisor
 
+    import pwd
+
+    node_home = Path(pwd.getpwuid(os.getuid()).pw_dir)  # the loopback VM's node user is this machine's user
     with FakeMetadata() as metadata:
         hv = Hypervisor(tmp_path / "vms", metadata)
         fake.hypervisor = hv
         try:
             provider = gcp(fake, channel=AgentChannel(ready_timeout_s=60))
+            assert isinstance(provider, NodeLink) and isinstance(provider, NodeLogin)
             run = new_run()
             node = provider.launch(req(run))
             vm = fake.vm_id("us-central1-a", node.node_id)
-            assert hv.alive(vm) and node.address == hv.addresses[vm]
+            assert hv.alive(vm) and node.address == hv.addresses[vm] == node.private_address
             log = tmp_path / "echo.log"
-            proc = provider.start(node.node_id, [sys.executable, "-c", "print('hello from gcp')"], {}, log)
-            assert proc.wait(timeout=60) == 0 and log.read_text() == "hello from gcp\n"
-            sleeper = provider.start(node.node_id, ["sleep", "600"], {"PATH": "/usr/bin:/bin"}, tmp_path / "s.log")
-            assert sleeper.poll() is None
+            proc = provider.start(node.node_id, [sys.executable, "-c", "print('hello from gcp')"], dict(os.environ),
+                                  log)
+            assert proc.wait(timeout=60) == 0 and "hello from gcp" in log.read_text()
+            assert provider.login_command(node.node_id, ["true"]).argv[0] == "ssh"
+            (tmp_path / "shipped.txt").write_text("over ssh\n")
+            provider.ship(node.node_id, [(tmp_path / "shipped.txt", "gcp-shipped/shipped.txt")])
+            shipped = tmp_path / "cat.log"
+            proc = provider.start(node.node_id, ["cat", "gcp-shipped/shipped.txt"], {"PATH": "/usr/bin:/bin"}, shipped,
+                                  cwd=node_home)
+            assert proc.wait(timeout=60) == 0 and "over ssh" in shipped.read_text(), shipped.read_text()
             fake.preempt("us-central1-a", node.node_id, notice_s=30)  # GCE's 30 s: metadata says preempted
-            notice = hv.node_dir(vm) / "preemption-notice.json"
-            deadline = time.monotonic() + 15
-            while not notice.exists():
-                assert time.monotonic() < deadline, "the node agent never saw the notice"
-                time.sleep(0.05)
-            assert json.loads(notice.read_text())["source"].startswith("gcp")
-            assert provider.list(run)[0].state is NodeState.PREEMPTED and sleeper.poll() is None  # VM stopping
+            assert vm in metadata.notices and hv.alive(vm)
+            assert provider.list(run)[0].state is NodeState.PREEMPTED  # the preempted operation is there at once
             provider.terminate(node.node_id)  # deletes the stopping VM now
-            assert sleeper.wait(timeout=30) < 0 and not hv.alive(vm) and fake.instances == {}
+            deadline = time.monotonic() + 10
+            while hv.alive(vm) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert not hv.alive(vm) and fake.instances == {}
             with pytest.raises(ProviderError, match="preempted") as info:
                 provider.start(node.node_id, ["true"], {}, tmp_path / "x.log")
             assert info.value.scope == US.zone_scope
         finally:
             fake.hypervisor = None
             hv.close()
+            import shutil
+
+            shutil.rmtree(node_home / "gcp-shipped", ignore_errors=True)

@@ -5,9 +5,11 @@ Launch (:meth:`GcpProvider.launch`), in order:
 
 1. the run's firewall rules on the network (``default``), once per run: ``compute.firewalls.get`` each, and
    where absent ``compute.firewalls.insert`` (``requestId`` = uuid5 of run and rule) and
-   ``compute.globalOperations.wait``. ``gt-<run>-agent`` allows tcp:<agent port> (7470) from
+   ``compute.globalOperations.wait``. ``gt-<run>-agent`` (the name it had when it opened the
+   node agent's port) allows tcp:<geotrain's SSH port> (7422) from
    ``control_cidr`` to the target tag ``gt-<run>``; ``gt-<run>-peers`` allows all TCP from source tag
-   ``gt-<run>`` to target tag ``gt-<run>``. Nothing else (no SSH: the node agent is the only way in).
+   ``gt-<run>`` to target tag ``gt-<run>`` (the run's VMs, at their private addresses). Nothing else: the
+   image's sshd on 22 and the node agent (on the VM's loopback) are not opened.
 2. ``compute.instances.get`` of the request's instance name (``gt-`` + 20 hex digits of the request id's
    hash, so that a retry finds what an earlier try made), and where absent ``compute.instances.insert`` in
    the offer's zone with ``requestId`` = uuid5 of the request id (GCE deduplicates it for about an hour;
@@ -17,8 +19,9 @@ Launch (:meth:`GcpProvider.launch`), in order:
    ``guestAccelerators`` (``zones/<zone>/acceleratorTypes/nvidia-tesla-t4``, count), GPU-bundled types (a2,
    a3, g2) as they are; scheduling ``SPOT`` with ``instanceTerminationAction: DELETE``,
    ``onHostMaintenance: TERMINATE``, ``automaticRestart: false`` for spot, ``STANDARD`` with
-   ``onHostMaintenance: TERMINATE`` for on-demand GPU VMs; metadata ``startup-script`` (the node agent's,
-   :func:`geotrain.providers.startup.startup_script`), ``install-nvidia-driver``, and the exact run, request
+   ``onHostMaintenance: TERMINATE`` for on-demand GPU VMs; metadata ``startup-script`` (only an sshd of geotrain's own
+   with the node's host key and the run's login key: :func:`geotrain.providers.startup.ssh_startup_script`,
+   ``geotrain.providers.cloudnodes``), ``install-nvidia-driver``, and the exact run, request
    and offer ids; labels ``geotrain-run`` (sanitised to GCE's label rules), ``geotrain-request`` (a hash),
    ``geotrain-offer``; network tag ``gt-<run>``; a boot disk from a Deep Learning VM image family
    (:data:`~geotrain.providers.gcp.shapes.DEFAULT_IMAGE`, setting ``image``), 100 GB pd-balanced; the
@@ -81,7 +84,10 @@ Setup (what a user needs):
 - Quotas in each region used: CPUS (or the series' own, e.g. A2_CPUS), the GPU model's (NVIDIA_T4_GPUS, and
   PREEMPTIBLE_NVIDIA_T4_GPUS for spot), GPUS_ALL_REGIONS (global), IN_USE_ADDRESSES (one external address per
   node), SSD_TOTAL_GB (100 GB pd-balanced per node); two firewall rules per run (project FIREWALLS).
-- The launcher's address as ``control_cidr``: only the node agent port (7470) is opened, to it alone.
+- The launcher's address as ``control_cidr``: only geotrain's SSH port (7422) is opened, to it alone. The
+  launcher then reaches each VM over SSH (``geotrain.providers.cloudnodes``): it ships and installs this
+  geotrain, starts the node agent on the VM's loopback, copies the task's files and forwards the
+  rendezvous store back, so nothing on the VMs connects to the launcher (which may be behind NAT).
 
 State: :mod:`geotrain.providers.gcp.state`. Clients and environment: :mod:`geotrain.providers.gcp.clients`.
 """

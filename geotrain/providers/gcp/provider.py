@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,8 +18,8 @@ from geotrain.errors import (
     ProviderError,
     ProviderTimeoutError,
 )
-from geotrain.providers.base import Capabilities, LaunchRequest, NodeInfo, NodeProcess, NodeState
-from geotrain.providers.bootwatch import PROBE_TIMEOUT_S, agent_answers
+from geotrain.providers.base import Capabilities, LaunchRequest, NodeInfo, NodeState
+from geotrain.providers.cloudnodes import CloudNodes, SshNodes
 from geotrain.providers.gcp import records
 from geotrain.providers.gcp.clients import ComputeClients, Where, default_clients, environment_project
 from geotrain.providers.gcp.gce import Gce, NotSoldError
@@ -43,13 +43,17 @@ from geotrain.providers.remote import AGENT_PORT
 ClientFactory = Callable[[], tuple[ComputeClients, str]]
 
 
-class GcpProvider:
+class GcpProvider(SshNodes):
     """Compute Engine VMs of one project. Construct with ``clients`` (tests: clients pointed at a fake) or a
     ``client_factory`` (``() -> (clients, project)``); :meth:`from_environment` uses Application Default
     Credentials.
 
-    ``control_cidr``: the launcher's address range that may reach the node agent port (a bare address means
-    /32); required to launch. ``home``: the GEOTRAIN_HOME of the state file (None: GEOTRAIN_HOME at each call).
+    ``control_cidr``: the launcher's address range that may reach the VMs' SSH port (a bare address means
+    /32); required to launch. ``nodes``: how the launcher reaches its VMs over SSH
+    (:class:`~geotrain.providers.cloudnodes.CloudNodes`: port, node user, timeouts; ``agent_port`` is no
+    longer used: the agent listens on the VM's loopback). ``home``: the GEOTRAIN_HOME of the state file
+    (None: GEOTRAIN_HOME at each call). What the VMs do over SSH (set-up at boot, ``start``, ``ship``,
+    ``store_address``, ``login_command``) is :class:`~geotrain.providers.cloudnodes.SshNodes`'.
     ``channel``: the :class:`~geotrain.providers.remote.AgentChannel` that ``start`` uses. The other settings:
     the boot image and disk, the network, call and operation timeouts, the poll period, the retry policy.
     """
@@ -60,7 +64,8 @@ class GcpProvider:
     def __init__(self, project: str | None = None, *, clients: ComputeClients | None = None,
                  client_factory: ClientFactory | None = None, home: Path | None = None,
                  control_cidr: str | None = None, agent_port: int = AGENT_PORT, channel: Any = None,
-                 image: str = DEFAULT_IMAGE, network: str = DEFAULT_NETWORK, disk_gb: int = DEFAULT_DISK_GB,
+                 nodes: CloudNodes | None = None, image: str = DEFAULT_IMAGE, network: str = DEFAULT_NETWORK,
+                 disk_gb: int = DEFAULT_DISK_GB,
                  disk_type: str | None = None, call_timeout_s: float = 60.0, operation_timeout_s: float = 900.0,
                  running_timeout_s: float = 600.0, poll_s: float = 2.0, attempts: int = 5,
                  first_pause_s: float = 1.0, sleep: Callable[[float], None] = time.sleep) -> None:
@@ -73,7 +78,9 @@ class GcpProvider:
         self.control_cidr = records.cidr(control_cidr) if control_cidr else None
         self.agent_port = int(agent_port)
         self._channel = channel
-        self.image, self.network, self.disk_gb, self.disk_type = image, network, disk_gb, disk_type
+        self.nodes = nodes or CloudNodes(CLOUD)  # how the launcher reaches the VMs: SSH, its own keys
+        # the VPC network's link (not ``network``: the launcher reads a provider's ``network`` as its emulated one)
+        self.image, self.vpc_network, self.disk_gb, self.disk_type = image, network, disk_gb, disk_type
         self._call = {"timeout_s": call_timeout_s, "attempts": attempts, "first_pause_s": first_pause_s,
                       "operation_timeout_s": operation_timeout_s, "poll_s": poll_s, "sleep": sleep}
         self._running_timeout_s = running_timeout_s
@@ -117,7 +124,7 @@ class GcpProvider:
             raise ProviderError(f"cannot launch {offer.offer_id}: {exc}", scope=loc.zone_scope) from exc
         if self.control_cidr is None:
             raise ProviderError("the GCP provider needs control_cidr (the launcher's address, e.g. 203.0.113.7/32) "
-                                "to open the node agent port to it", scope="gcp")
+                                "to open the VMs' SSH port to it", scope="gcp")
         name = instance_name(request.request_id)
         gce, project = self._resolve()
         with self._state.locked() as st:
@@ -204,31 +211,40 @@ class GcpProvider:
             self._merge({node_id: end})
         self._cleanup_firewall(rec["run_id"], rec["project"])
 
-    def start(self, node_id: str, argv: list[str], env: dict[str, str], log_path: Path,
-              cwd: Path | str | None = None, files: Mapping[str, str] | None = None) -> NodeProcess:
-        from geotrain.providers.remote import AgentEndpoint, run_token
+    # start, booted (BootWatch), ship, store_address (NodeLink), login_command (NodeLogin): SshNodes, over
+    # these hooks
+    def _ssh_node(self, node_id: str) -> NodeInfo:
+        return self._refresh_one(node_id)
 
-        node = self._refresh_one(node_id)
-        if node.ended or not node.address:
-            what = f"it is {node.state.value} ({node.end_reason})" if node.ended else "it has no address yet"
-            raise ProviderError(f"cannot start a command on node {node_id}: {what}; launch another node",
-                                scope=node.location.zone_scope)
-        endpoint = AgentEndpoint(node.address, self.agent_port, run_token(node.run_id))
-        return self.channel.start(endpoint, list(argv), dict(env), Path(log_path), cwd,
-                                  alive=lambda: self._alive(node_id), files=files)
+    def _ssh_record(self, node_id: str) -> dict[str, Any]:
+        return self._record(node_id)
 
-    def booted(self, node_id: str) -> bool | None:
-        """:class:`~geotrain.providers.bootwatch.BootWatch`: one ``instances.get`` (and the zone's preemptions
-        when it is gone), then one look at the node agent once the VM runs with an address."""
-        from geotrain.providers.remote import AgentEndpoint, run_token
+    def _ssh_save_agent(self, node_id: str, agent: dict) -> None:
+        with self._state.locked() as st:
+            stored = st["nodes"].get(node_id)
+            if stored is not None:
+                stored["agent"] = agent
 
-        node = self._refresh_one(node_id)
-        if node.ended:
-            return False
-        if node.state != NodeState.RUNNING or not node.address:
-            return None
-        endpoint = AgentEndpoint(node.address, self.agent_port, run_token(node.run_id))
-        return agent_answers(endpoint, min(getattr(self.channel, "timeout_s", PROBE_TIMEOUT_S), PROBE_TIMEOUT_S))
+    def _ssh_scope(self, record: dict) -> str:
+        return f"{CLOUD}/{record['location']['region']}"
+
+    def _ssh_alive(self, node_id: str) -> bool:
+        return self._alive(node_id)
+
+    def _startup_script(self, request: LaunchRequest, *, dry: bool = False) -> str:
+        """The VM's ``startup-script``: only an sshd of geotrain's own with this node's host key and the
+        run's login key (a dry run shows placeholders and makes no key)."""
+        from geotrain.providers.startup import ssh_startup_script
+
+        if dry:
+            return ssh_startup_script(cloud=CLOUD, login_public="ssh-ed25519 <run-login-key>",
+                                      host_private="<this node's host key>", ssh_port=self.nodes.ssh_port,
+                                      node_user=self.nodes.node_user)
+        from geotrain.providers.runkeys import host_key, login_key
+
+        return ssh_startup_script(cloud=CLOUD, login_public=login_key(request.run_id)[1],
+                                  host_private=host_key(request.run_id, request.request_id).private,
+                                  ssh_port=self.nodes.ssh_port, node_user=self.nodes.node_user)
 
     @classmethod
     def for_dry_run(cls, **settings: Any) -> GcpProvider:
@@ -237,14 +253,13 @@ class GcpProvider:
 
     def dry_run(self, request: LaunchRequest) -> list[dict[str, Any]]:
         """The SDK calls ``launch`` would make, in order (each ``get`` finds what an earlier try made; the
-        insert after it is made only where it finds nothing). No call is made; the run token is hidden."""
-        from geotrain.providers.startup import startup_script
-
+        insert after it is made only where it finds nothing). No call is made, no key is made: the startup
+        script shows placeholders for the keys."""
         loc = request.offer.location
         project = self._project or environment_project() or "<GOOGLE_CLOUD_PROJECT>"
         calls: list[dict[str, Any]] = []
         for body in firewall_bodies(request.run_id, control_cidr=self.control_cidr or "<control_cidr>",
-                                    agent_port=self.agent_port, network=self.network):
+                                    ssh_port=self.nodes.ssh_port, network=self.vpc_network):
             calls.append({"call": "compute.firewalls.get", "params": {"project": project, "firewall": body["name"]}})
             calls.append({"call": "compute.firewalls.insert", "params": {
                 "project": project, "request_id": gce_request_id("firewall", request.run_id, body["name"]),
@@ -256,7 +271,7 @@ class GcpProvider:
             calls.append({"call": "compute.regions.get", "params": {"project": project, "region": loc.region}})
             zone = f"<each zone of {loc.region} in turn, until one has capacity>"
         name = instance_name(request.request_id)
-        script = startup_script(cloud=CLOUD, token="<run token>", agent_port=self.agent_port)
+        script = self._startup_script(request, dry=True)
         calls.append({"call": "compute.instances.get", "params": {"project": project, "zone": zone, "instance": name}})
         calls.append({"call": "compute.instances.insert", "params": {
             "project": project, "zone": zone, "request_id": launch_request_id(
@@ -300,7 +315,7 @@ class GcpProvider:
     def _body(self, request: LaunchRequest, zone: str, script: str) -> dict[str, Any]:
         return instance_body(name=instance_name(request.request_id), zone=zone, request_id=request.request_id,
                              run_id=request.run_id, offer=request.offer, script=script, image=self.image,
-                             network=self.network, disk_gb=self.disk_gb, disk_type=self.disk_type)
+                             network=self.vpc_network, disk_gb=self.disk_gb, disk_type=self.disk_type)
 
     def _create(self, gce: Gce, rec: dict[str, Any], request: LaunchRequest) -> None:
         """Make the VM (or find the one an earlier try made) in the offer's zone, or for a region-wide offer
@@ -332,14 +347,11 @@ class GcpProvider:
                             "try another region or later", scope=loc.zone_scope) from last
 
     def _create_in(self, gce: Gce, rec: dict[str, Any], request: LaunchRequest, zone: str) -> None:
-        from geotrain.providers.remote import run_token
-        from geotrain.providers.startup import startup_script
-
         name, project, offer = rec["node_id"], rec["project"], request.offer
         where = Where(f"compute.instances.insert {name} ({offer.shape.instance_type}, {offer.market}) in {zone}",
                       offer.location.region, offer.location.zone_scope)
         if gce.get_instance(project, zone, name) is None:
-            script = startup_script(cloud=CLOUD, token=run_token(request.run_id), agent_port=self.agent_port)
+            script = self._startup_script(request)
             gce.insert_instance(project, zone, self._body(request, zone, script), launch_request_id(
                 request.request_id, zone, attempt=rec["attempt"], zone_chosen=rec["zone_chosen"]), where)
         self._merge({name: {"status": "up"}})
@@ -368,8 +380,8 @@ class GcpProvider:
             if known and known.get("present"):
                 return
             st["firewalls"][run_id] = {"names": list(firewall_names(run_id)), "present": False, "project": project}
-        for body in firewall_bodies(run_id, control_cidr=str(self.control_cidr), agent_port=self.agent_port,
-                                    network=self.network):
+        for body in firewall_bodies(run_id, control_cidr=str(self.control_cidr), ssh_port=self.nodes.ssh_port,
+                                    network=self.vpc_network):
             gce.ensure_firewall(project, run_id, body)
         with self._state.locked() as st:
             st["firewalls"][run_id] = {"names": list(firewall_names(run_id)), "present": True, "project": project}

@@ -16,6 +16,7 @@ from geotrain.providers.gcp.shapes import (
     LABEL_REQUEST,
     LABEL_RUN,
     address_of,
+    private_address_of,
     instance_name,
     metadata_value,
 )
@@ -46,7 +47,8 @@ def info(rec: dict[str, Any]) -> NodeInfo:
                     location=Location(loc["cloud"], loc["region"], loc["zone"], Continent(loc["continent"])),
                     state=NodeState(rec["state"]), launched_at=datetime.fromisoformat(rec["launched_at"]),
                     ended_at=datetime.fromisoformat(rec["ended_at"]) if rec["ended_at"] else None,
-                    end_reason=rec["end_reason"], address=rec["address"] or "")
+                    end_reason=rec["end_reason"], address=rec["address"] or "",
+                    private_address=rec.get("private_address") or "")
 
 
 def new_record(request: LaunchRequest, project: str, attempt: int) -> dict[str, Any]:
@@ -55,7 +57,8 @@ def new_record(request: LaunchRequest, project: str, attempt: int) -> dict[str, 
             "offer_id": request.offer.offer_id, "market": request.offer.market.value, "project": project,
             "location": {"cloud": loc.cloud, "region": loc.region, "zone": loc.zone, "continent": loc.continent.value},
             "zone": loc.zone or None, "zone_chosen": not loc.zone, "attempt": attempt, "status": "launching",
-            "state": NodeState.PENDING.value, "address": "", "launched_at": now(), "ended_at": None, "end_reason": None}
+            "state": NodeState.PENDING.value, "address": "", "private_address": "", "launched_at": now(),
+            "ended_at": None, "end_reason": None}
 
 
 def ended_update(state: NodeState, reason: str, *, lingering: bool = False) -> dict[str, Any]:
@@ -67,7 +70,8 @@ def observe(rec: dict[str, Any], inst: Any | None, preempted: set[str]) -> dict[
     instances. A stopped or vanished VM that GCE did not preempt and geotrain did not delete is lost."""
     if live(inst):
         state = NodeState.PENDING if inst.status in PENDING_STATUSES else NodeState.RUNNING
-        return {"status": "up", "state": state.value, "address": address_of(inst) or rec["address"]}
+        return {"status": "up", "state": state.value, "address": address_of(inst) or rec["address"],
+                "private_address": private_address_of(inst) or rec.get("private_address") or ""}
     lingering = inst is not None  # stopped or stopping: it still holds its disk until deleted
     if rec["node_id"] in preempted:
         return ended_update(NodeState.PREEMPTED, "preempted", lingering=lingering)
@@ -119,7 +123,7 @@ def adopt(inst: Any, project: str, zone: str) -> dict[str, Any] | None:
            "market": key.market.value, "project": project,
            "location": {"cloud": CLOUD, "region": key.region, "zone": key.zone, "continent": continent.value},
            "zone": zone, "zone_chosen": not key.zone, "attempt": 0, "status": "up", "state": NodeState.PENDING.value,
-           "address": "", "launched_at": launched_at, "ended_at": None, "end_reason": None}
+           "address": "", "private_address": "", "launched_at": launched_at, "ended_at": None, "end_reason": None}
     rec.update(observe(rec, inst, set()))
     return rec
 

@@ -72,7 +72,9 @@ def run_tag(run_id: str) -> str:
 
 
 def firewall_names(run_id: str) -> tuple[str, str]:
-    """(the agent-port rule, the rule between the run's nodes)."""
+    """(the rule that lets the launcher in, the rule between the run's nodes). The first is still named
+    ``-agent``, from when it opened the node agent's port; it opens geotrain's SSH port now, and keeping
+    its name lets a cleanup find the rules of runs made either way."""
     tag = run_tag(run_id)
     return f"{tag}-agent", f"{tag}-peers"
 
@@ -155,16 +157,17 @@ def instance_body(*, name: str, zone: str, request_id: str, run_id: str, offer: 
     return body
 
 
-def firewall_bodies(run_id: str, *, control_cidr: str, agent_port: int,
+def firewall_bodies(run_id: str, *, control_cidr: str, ssh_port: int,
                     network: str = DEFAULT_NETWORK) -> list[dict[str, Any]]:
-    """The run's two ingress rules: the agent port from the launcher's range, and all TCP between the run's
-    own nodes (by network tag). Nothing else is opened: no SSH."""
+    """The run's two ingress rules: geotrain's SSH port on the VMs from the launcher's range, and all TCP
+    between the run's own nodes (by network tag: their private addresses). Nothing else is opened (not
+    the image's sshd on 22, not the node agent, which listens on the VM's loopback)."""
     tag = run_tag(run_id)
-    agent, peers = firewall_names(run_id)
+    ssh, peers = firewall_names(run_id)
     common = {"network": network, "direction": "INGRESS", "priority": 1000, "targetTags": [tag]}
     return [
-        {"name": agent, **common, "description": f"geotrain run {run_id}: node agent port from the launcher",
-         "sourceRanges": [control_cidr], "allowed": [{"IPProtocol": "tcp", "ports": [str(int(agent_port))]}]},
+        {"name": ssh, **common, "description": f"geotrain run {run_id}: geotrain's SSH port from the launcher",
+         "sourceRanges": [control_cidr], "allowed": [{"IPProtocol": "tcp", "ports": [str(int(ssh_port))]}]},
         {"name": peers, **common, "description": f"geotrain run {run_id}: TCP between the run's nodes",
          "sourceTags": [tag], "allowed": [{"IPProtocol": "tcp"}]},
     ]
@@ -176,6 +179,13 @@ def metadata_value(instance: Any, key: str) -> str | None:
         if item.key == key:
             return item.value
     return None
+
+
+def private_address_of(instance: Any) -> str:
+    """The address of a compute_v1.Instance inside its network (``networkInterfaces[0].networkIP``), else ""."""
+    for nic in instance.network_interfaces:
+        return nic.network_i_p or ""
+    return ""
 
 
 def address_of(instance: Any) -> str:

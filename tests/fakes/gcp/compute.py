@@ -22,7 +22,20 @@ Served (``/compute/v1/projects/{project}/...``): ``zones/{z}/instances`` POST (i
 
 The hypervisor (``tests.fakes.vms.Hypervisor``, optional) boots the ``startup-script`` metadata of every
 instance created (VM id :meth:`GcpComputeFake.vm_id`) and kills it when the instance is deleted, stopped or
-preempted.
+preempted. With it, an instance's ``networkIP`` is its one (loopback) address too; without one, a private
+address of its own in 10.128.0.0/16.
+
+On faithful hosts (``GcpComputeFake(hypervisor=HostHypervisor(world, metadata))``, tests/fakes/cloudhosts.py;
+any hypervisor with ``private_address``): an insert boots the VM with its zone's region
+(``hypervisor.boot(vm_id, "gcp", script, address, region=region)``) as a host of the region's VPC; its
+``networkIP`` is the host's private address and its ``natIP`` the public one. The network's firewall rules
+become the hosts' admission rules (:meth:`GcpComputeFake.sync_firewalls`, after every insert, delete, stop,
+preemption and firewall insert or delete): for each running VM, every INGRESS rule of its network whose
+``targetTags`` it carries (a rule with none targets every VM) admits, per ``allowed`` entry (tcp/udp with
+``ports`` "N" or "N-M", none meaning all; icmp; "all"), each of its ``sourceRanges`` and the private
+address /32 of every running VM of that network carrying one of its ``sourceTags`` (as GCE matches
+source tags on traffic inside the network only). Egress is not filtered; ``priority`` and deny rules are
+not modelled (geotrain makes neither).
 
 Knobs (attributes, settable while running): ``stockout`` (zone → error code of the inserts' operations
 there), ``missing_images`` (boot-disk ``sourceImage`` links that do not exist: an insert naming one answers 404
@@ -92,6 +105,28 @@ DEFAULT_MESSAGES = {
 _TERM = re.compile(r'\s*\(?\s*([A-Za-z][\w.-]*)\s*(!=|=|:)\s*("(?:[^"\\]|\\.)*"|[^\s()"]+)\s*\)?\s*(?:AND\s+)?')
 _ids = itertools.count(10**15)
 _loopback = itertools.count(2)
+_private = itertools.count(0)
+
+
+def _on_hosts(hypervisor: object) -> bool:
+    """Whether the hypervisor's VMs are faithful remote hosts (tests/fakes/cloudhosts.py)."""
+    return hypervisor is not None and hasattr(hypervisor, "private_address")
+
+
+def _firewall_kinds(allowed: dict[str, Any]) -> list[tuple[str, tuple[int, int]]]:
+    """(protocol, ports) of a firewall rule's ``allowed`` entry as HostHypervisor.allow takes them."""
+    proto = str(allowed.get("IPProtocol", "")).lower()
+    if proto == "all":
+        return [("all", (1, 65535))]
+    if proto == "icmp":
+        return [("icmp", (1, 65535))]
+    if proto not in ("tcp", "udp"):
+        return []
+    ranges = []
+    for port in allowed.get("ports") or ["1-65535"]:
+        lo, _, hi = str(port).partition("-")
+        ranges.append((proto, (max(int(lo), 1), min(int(hi or lo), 65535))))
+    return ranges
 
 
 def _stamp() -> str:
@@ -155,6 +190,7 @@ class GcpComputeFake(GcpFake):
         self.request_ids: dict[str, tuple[str, str]] = {}
         self.firewalls: dict[str, dict[str, Any]] = {}
         self._timers: list[threading.Timer] = []
+        self._admitted: dict[str, set[tuple[str, str, tuple[int, int]]]] = {}  # vm id → rules in force (hosts)
 
     # ---- knobs and views ------------------------------------------------------------------------
     @staticmethod
@@ -211,6 +247,49 @@ class GcpComputeFake(GcpFake):
             inst["status"] = "TERMINATED"
             if self.hypervisor is not None:
                 self.hypervisor.kill(self.vm_id(zone, name))
+            self.sync_firewalls()
+
+    def sync_firewalls(self) -> None:
+        """Make each running VM's admission rules those of its network's firewall rules (faithful hosts
+        only; see the module docstring). Called after every change; tests may call it after changing
+        ``firewalls`` directly."""
+        hv: Any = self.hypervisor
+        if not _on_hosts(hv):
+            return
+        with self._clock:
+            live: dict[str, tuple[str, set[str], str]] = {}  # vm id → (network, tags, private address)
+            for (zone, name), inst in self.instances.items():
+                vm = self.vm_id(zone, name)
+                if inst["status"] == "TERMINATED" or not hv.alive(vm):  # (a preempted VM keeps its rules
+                    continue                                            # while it stops)
+                nic = (inst.get("networkInterfaces") or [{}])[0]
+                live[vm] = (nic.get("network", ""), set((inst.get("tags") or {}).get("items", [])),
+                            hv.private_address(vm))
+            for vm, (network, tags, _) in live.items():
+                want: set[tuple[str, str, tuple[int, int]]] = set()
+                for rule in self.firewalls.values():
+                    if rule.get("direction", "INGRESS") != "INGRESS" or rule.get("disabled") or \
+                            _tail(rule.get("network", "")) != _tail(network):
+                        continue
+                    targets = set(rule.get("targetTags") or [])
+                    if targets and not targets & tags:
+                        continue
+                    sources = set(rule.get("sourceRanges") or [])
+                    wanted_tags = set(rule.get("sourceTags") or [])
+                    sources.update(f"{address}/32" for other, (net, other_tags, address) in live.items()
+                                   if _tail(net) == _tail(network) and other_tags & wanted_tags)
+                    for allowed in rule.get("allowed") or []:
+                        for kind in _firewall_kinds(allowed):
+                            want.update((cidr, *kind) for cidr in sources)
+                have = self._admitted.get(vm, set())
+                for cidr, protocol, ports in sorted(have - want):
+                    hv.revoke(vm, cidr, protocol, ports)
+                for cidr, protocol, ports in sorted(want - have):
+                    hv.allow(vm, cidr, protocol, ports)
+                self._admitted[vm] = want
+            for vm in list(self._admitted):
+                if vm not in live:
+                    del self._admitted[vm]  # its host is gone, and its rules with it
 
     def reset(self) -> None:
         """Back to an empty project with no knob set (the catalog knobs too)."""
@@ -224,6 +303,7 @@ class GcpComputeFake(GcpFake):
             self.operations.clear()
             self.request_ids.clear()
             self.firewalls.clear()
+            self._admitted.clear()
             self.compute_log.clear()
             self.stockout, self.quota, self.http_errors, self.hang = {}, {}, {}, {}
             self.missing_images = set()
@@ -315,7 +395,13 @@ class GcpComputeFake(GcpFake):
             if self.hypervisor is not None:
                 script = next((i.get("value", "") for i in inst["metadata"].get("items", [])
                                if i.get("key") == "startup-script"), "")
-                self.hypervisor.boot(self.vm_id(zone, name), "gcp", script, inst["_address"])
+                vm = self.vm_id(zone, name)
+                if _on_hosts(self.hypervisor):
+                    self.hypervisor.boot(vm, "gcp", script, inst["_address"], region=regions[zone])
+                    inst["networkInterfaces"][0]["networkIP"] = self.hypervisor.private_address(vm)
+                    self.sync_firewalls()
+                else:
+                    self.hypervisor.boot(vm, "gcp", script, inst["_address"])
             op = self._operation(zone, "insert", inst)
         if query.get("requestId"):
             self.request_ids[query["requestId"]] = (zone, op["name"])
@@ -374,6 +460,7 @@ class GcpComputeFake(GcpFake):
     def _new_instance(self, zone: str, body: dict[str, Any]) -> dict[str, Any]:
         address = (self.hypervisor.new_address() if self.hypervisor is not None
                    else f"127.0.1.{next(_loopback) % 250 + 2}")
+        private = next(_private) % (250 * 250)
         inst = json.loads(json.dumps(body))
         base = f"{COMPUTE_BASE}/projects/{self.project}/zones/{zone}"
         inst.update({
@@ -384,7 +471,8 @@ class GcpComputeFake(GcpFake):
         inst.setdefault("labels", {})
         inst.setdefault("metadata", {}).update({"kind": "compute#metadata", "fingerprint": "fake="})
         for n, nic in enumerate(inst["networkInterfaces"]):
-            nic.update({"name": f"nic{n}", "networkIP": f"10.128.0.{n + 2}",
+            nic.update({"name": f"nic{n}", "networkIP": address if self.hypervisor is not None and n == 0
+                        else f"10.128.{private // 250}.{private % 250 + 2}",
                         "network": f"{COMPUTE_BASE}/projects/{self.project}/"
                                    f"{nic.get('network', 'global/networks/default')}"})
             for config in nic.get("accessConfigs", []):
@@ -447,6 +535,7 @@ class GcpComputeFake(GcpFake):
             self.instances.pop((zone, name), None)
             if self.hypervisor is not None:
                 self.hypervisor.kill(self.vm_id(zone, name))
+            self.sync_firewalls()
 
     # ---- operations -----------------------------------------------------------------------------
     def _operation(self, scope: str, kind: str, target: dict[str, Any], *, user: str = "geotrain@fake.iam",
@@ -543,6 +632,7 @@ class GcpComputeFake(GcpFake):
                     selfLink=f"{COMPUTE_BASE}/projects/{self.project}/global/firewalls/{name}")
         rule["network"] = f"{COMPUTE_BASE}/projects/{self.project}/{body.get('network', 'global/networks/default')}"
         self.firewalls[name] = rule
+        self.sync_firewalls()
         op = self._operation("global", "insert", rule)
         if query.get("requestId"):
             self.request_ids[query["requestId"]] = ("global", op["name"])
@@ -565,6 +655,7 @@ class GcpComputeFake(GcpFake):
         if status != 200:
             return status, rule
         op = self._operation("global", "delete", self.firewalls.pop(args["name"]))
+        self.sync_firewalls()
         if query.get("requestId"):
             self.request_ids[query["requestId"]] = ("global", op["name"])
         return 200, self._op_view(op)
