@@ -37,13 +37,57 @@ from tests.fakes import hosts as H  # noqa: E402
 from tests.fakes.azure_vms import AzureVmFake  # noqa: E402
 from tests.fakes.cloudhosts import HostHypervisor  # noqa: E402
 from tests.fakes.metadata import FakeMetadata  # noqa: E402
-from tests.integration.test_remote_launch_aws import MAIN, STEPS  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[2]
 GEOTRAIN = str(Path(sys.executable).with_name("geotrain"))
 SHARE = "/mnt/azfiles"  # where every VM mounts the Azure Files share (the launcher does not)
+STEPS = 40
+
+MAIN = textwrap.dedent('''
+    """DDP on every node; a checkpoint every 5 steps and at once on a preemption notice (geotrain.train.api)."""
+    import os, socket, sys, time
+    import torch
+    import torch.distributed as dist
+    from geotrain.train import api
+
+    notice = []
+    api.on_preemption_notice(lambda: notice.append(time.time()))
+    dist.init_process_group("gloo")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    data = open(os.path.expanduser("~/data/input.txt")).read().strip()
+    torch.manual_seed(0)
+    model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(8, 1))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    store = api.checkpoint_store()
+    start = 0
+    latest = store.latest()
+    if latest is not None:
+        state = store.load(latest)
+        model.module.load_state_dict(state["model"])
+        opt.load_state_dict(state["optimizer"])
+        start = int(state["step"])
+    print(f"rank {rank}/{world} on {socket.gethostname()} starts at step {start}, data {data!r}", flush=True)
+    torch.manual_seed(1000 + start * 7 + rank)
+    for step in range(start + 1, STEPS + 1):
+        x = torch.randn(16, 8)
+        loss = (model(x) - x.sum(dim=1, keepdim=True)).pow(2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        api.report_progress(samples=16 * world)
+        if (step % 5 == 0 or notice) and rank == 0:
+            store.save(step, {"model": model.module.state_dict(), "optimizer": opt.state_dict(), "step": step})
+        if notice:
+            print(f"rank {rank}: preemption notice, checkpointed step {step}", flush=True)
+            sys.exit(0)
+        time.sleep(0.4)
+    weights = sum(p.double().sum().item() for p in model.parameters())
+    print(f"rank {rank}/{world} done at step {STEPS}, weights {weights:.6f}", flush=True)
+    dist.destroy_process_group()
+''').replace("STEPS", str(STEPS))
+
 
 # `geotrain launch`, its Azure provider pointed at the ARM fake (GEOTRAIN_TEST_ARM_URL)
 LAUNCH = textwrap.dedent('''
@@ -160,7 +204,7 @@ def test_a_task_trains_on_spot_vms_behind_their_nsg_and_survives_an_eviction(clo
     logs = "".join(p.read_text() for p in sorted((Path(os.environ["GEOTRAIN_HOME"]) / "runs" / run_id / "logs")
                                                   .glob("gen*")))
     assert "the share's data" in logs and "setup on " in logs
-    assert "spot notice, checkpointed step" in logs, logs[-3000:]
+    assert "preemption notice, checkpointed step" in logs, logs[-3000:]
     assert [line for line in logs.splitlines() if "starts at step" in line and "starts at step 0" not in line]
     done = {line.split("weights ")[1] for line in logs.splitlines() if f"done at step {STEPS}" in line}
     assert len(done) == 1, logs[-3000:]  # DDP: both ranks of the last generation hold the same weights

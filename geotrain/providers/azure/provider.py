@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -14,7 +14,6 @@ from geotrain.errors import (
     NotFoundError,
     ProviderError,
     ProviderTimeoutError,
-    ThrottledError,
 )
 from geotrain.files import geotrain_home
 from geotrain.pricing.geography import continent_of
@@ -34,8 +33,8 @@ from geotrain.providers.azure.state import (
     node_info,
     now_text,
 )
-from geotrain.providers.base import Capabilities, LaunchRequest, LoginCommand, NodeInfo, NodeState
-from geotrain.providers.cloudnodes import CloudNodes
+from geotrain.providers.base import Capabilities, LaunchRequest, NodeInfo, NodeState
+from geotrain.providers.cloudnodes import CloudNodes, SshNodes
 from geotrain.providers.remote import AGENT_PORT, AgentChannel, RemoteProcess, run_token
 from geotrain.providers.startup import ssh_startup_script
 
@@ -47,7 +46,7 @@ CLIENT_SETTINGS = ("credential", "subscription_id", "arm_url", "enforce_https", 
                    "client_kwargs", "environ")
 
 
-class AzureProvider:
+class AzureProvider(SshNodes):
     """Nodes as Azure VMs, one per launch request. See the package docstring.
 
     ``clients``: an :class:`AzureClients`, or a callable making one on first use (so that ``dry_run`` needs
@@ -61,8 +60,9 @@ class AzureProvider:
     runs), ``delete_timeout_s``, ``use_activity_log`` (tell a spot eviction from a deletion by the activity
     log), ``channel`` (the :class:`AgentChannel` of ``start``), ``home`` (GEOTRAIN_HOME; None: at each call),
     ``startup`` (the startup-script function, default :func:`geotrain.providers.startup.ssh_startup_script`,
-    called with its keyword arguments), ``token`` (the run-token function, default
-    :func:`geotrain.providers.remote.run_token`).
+    called with its keyword arguments), ``token`` (unused: the agent's token is
+    :func:`geotrain.providers.remote.run_token`'s). Booting, ``start``, ``ship``, ``store_address`` and
+    ``login_command`` over SSH are :class:`~geotrain.providers.cloudnodes.SshNodes`'.
     """
 
     name = arm.CLOUD
@@ -92,7 +92,7 @@ class AzureProvider:
         self.launch_timeout_s = launch_timeout_s
         self.delete_timeout_s = delete_timeout_s
         self.use_activity_log = use_activity_log
-        self.channel = channel
+        self.channel = channel or AgentChannel()
         self._home = Path(home) if home is not None else None
         self._startup = startup
         self._token = token
@@ -194,94 +194,30 @@ class AzureProvider:
               cwd: Path | str | None = None, files: Mapping[str, str] | None = None) -> RemoteProcess:
         """Run ``argv`` through the node's agent, reached over the launcher's SSH link (the VM is set up
         first if it is not yet: geotrain shipped and installed, its agent started)."""
-        rec = self._record(node_id)
-        if rec["status"] != CREATED:
+        if self._record(node_id)["status"] != CREATED:
             raise NotFoundError(f"no Azure node {node_id} (its launch did not finish; list the run's nodes)")
-        channel = self._channel()
-        deadline = time.monotonic() + channel.ready_timeout_s
-        while (ready := self.booted(node_id)) is None and time.monotonic() < deadline:
-            time.sleep(1.0)
-        rec = self._record(node_id)
-        if NodeState(rec["state"]).ended or ready is False:
-            raise ProviderError(
-                f"cannot start a command on node {node_id}: it is {rec['state']} ({rec['end_reason']}); launch "
-                "another node", scope=location_of(rec).zone_scope)
-        if ready is None:
-            raise ProviderError(f"node {node_id} did not answer over SSH within {channel.ready_timeout_s:.0f} s",
-                                scope=location_of(rec).zone_scope)
-        link = self._link(rec)
-        endpoint = self.nodes.endpoint(link, node_id, rec["agent"], self._token(rec["run_id"]), fresh=True)
-        return channel.start(endpoint, argv, env, Path(log_path), cwd, alive=lambda: self._alive(node_id),
-                             files=files)
+        return super().start(node_id, argv, env, log_path, cwd, files)
 
-    def booted(self, node_id: str) -> bool | None:
-        """:class:`~geotrain.providers.bootwatch.BootWatch`: the VM's instance view; once it runs with an
-        address, its set-up over SSH the first time (this geotrain installed, its agent started: tens of
-        seconds), then one look at the agent (False: ended, or a host key that is not the node's; None:
-        not yet)."""
-        from geotrain.errors import CredentialsError
+    # -- nodes over SSH: booted, ship, store_address, login_command (SshNodes' hooks) --------------
 
+    def _ssh_node(self, node_id: str) -> NodeInfo:
+        """The node as Azure shows it now (one or two GETs); PENDING while its launch has not finished."""
         rec = self._record(node_id)
-        if rec["status"] != CREATED:
-            return None  # its launch has not finished
-        if not NodeState(rec["state"]).ended:
+        if rec["status"] == CREATED and not NodeState(rec["state"]).ended:
             rec = self._refresh(rec)
-        if NodeState(rec["state"]).ended:
-            return False
-        if NodeState(rec["state"]) is not NodeState.RUNNING or not (rec["address"] or rec["private_address"]):
-            return None
-        link = self._link(rec)
-        token = self._token(rec["run_id"])
-        try:
-            if not rec.get("agent"):
-                agent = self.nodes.prepare(link, node_id, token)
-                with self._store.transaction() as state:
-                    now = state["nodes"].get(node_id)
-                    if now is not None:
-                        now["agent"] = agent
-                rec = {**rec, "agent": agent}
-            endpoint = self.nodes.endpoint(link, node_id, rec["agent"], token, fresh=True)
-            return self._channel().health(endpoint) is not None
-        except CredentialsError:
-            return False  # not the node's host key (or login refused): never this node
-        except ProviderError:
-            return None  # its sshd does not answer yet
+        return node_info(rec)
 
-    # -- nodes over SSH (NodeLink, NodeLogin) -----------------------------------------------------
+    def _ssh_record(self, node_id: str) -> dict[str, Any]:
+        return self._record(node_id)
 
-    def ship(self, node_id: str, sources: Sequence[tuple[Path, str]]) -> None:
-        """Copy local files and folders onto the VM (destinations under its node user's home)."""
-        self._link(self._record(node_id)).upload(sources)
+    def _ssh_save_agent(self, node_id: str, agent: dict) -> None:
+        with self._store.transaction() as state:
+            rec = state["nodes"].get(node_id)
+            if rec is not None:
+                rec["agent"] = agent
 
-    def store_address(self, node_id: str, local_port: int) -> tuple[str, int]:
-        """Where the VM reaches ``127.0.0.1:local_port`` here: a port of its loopback that the SSH link
-        forwards back."""
-        return "127.0.0.1", self._link(self._record(node_id)).forward_remote(local_port)
-
-    def login_command(self, node_id: str, command: Sequence[str] = ()) -> LoginCommand:
-        """``ssh`` into the VM as its node user with the run's login key, the node's host key checked, in
-        the node's directory (``geotrain ssh``): a login shell, or ``command`` run by it."""
-        import shlex
-
-        rec = self._record(node_id)
-        if NodeState(rec["state"]).ended or not rec.get("agent"):
-            raise ProviderError(f"node {node_id} is {rec['state']} and not set up; only a running node can be "
-                                "logged into", scope=location_of(rec).zone_scope)
-        node_dir = rec["agent"]["node_dir"]
-        then = " ".join(command) if command else 'exec "${SHELL:-/bin/sh}" -l'
-        script = (f"cd {shlex.quote(node_dir)} && export GEOTRAIN_RUN_ID={shlex.quote(rec['run_id'])} "
-                  f"GEOTRAIN_NODE_ID={shlex.quote(node_id)} GEOTRAIN_NODE_DIR={shlex.quote(node_dir)} && {then}")
-        tty = [] if command else ["-t"]
-        return LoginCommand(tuple(self._link(rec).options(batch=False) + tty + ["--", script]))
-
-    def _link(self, rec: Mapping[str, Any]) -> Any:
-        return self.nodes.link(rec["run_id"], rec["request_id"], rec.get("address") or rec.get("private_address")
-                               or "", scope=f"azure/{rec['location']['region']}")
-
-    def _channel(self) -> AgentChannel:
-        if self.channel is None:
-            self.channel = AgentChannel()
-        return self.channel
+    def _ssh_scope(self, record: dict) -> str:
+        return f"azure/{record['location']['region']}"
 
     def dry_run(self, request: LaunchRequest) -> list[dict[str, Any]]:
         """The SDK calls ``launch`` would make, in order; makes none (needs no credentials)."""
@@ -583,13 +519,6 @@ class AzureProvider:
         vm = self._get_vm(clients, rec, view=True)
         self._apply(clients, rec, vm)
         return self._record(rec["node_id"])
-
-    def _alive(self, node_id: str) -> bool:
-        try:
-            rec = self._record(node_id)
-            return not NodeState((rec if NodeState(rec["state"]).ended else self._refresh(rec))["state"]).ended
-        except (ThrottledError, ProviderTimeoutError):
-            return True  # not known to be gone
 
     def _sync_run(self, run_id: str, state: dict[str, Any]) -> None:
         """List the run's VMs (one list call, then one instance view per live VM) and record what changed."""
