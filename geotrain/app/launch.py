@@ -148,7 +148,7 @@ def _plan(plan: Plan | Path) -> Plan:
     return load_plan(plan) if isinstance(plan, Path) else plan
 
 
-SHIPPING_PROVIDERS = ("local", "onprem", "aws")  # providers whose nodes get the task's workdir and file mounts
+SHIPPING_PROVIDERS = ("local", "onprem", "aws", "gcp", "azure")  # providers whose nodes get the task's workdir and file mounts
 
 
 def in_the_clear(plan: Plan | Path, *, provider_name: str | None = None) -> str | None:

@@ -185,13 +185,13 @@ class LogTail:
 
 def login(run_id: str, node: str, command: Sequence[str] = ()) -> LoginCommand:
     """How to log into ``node`` of the run (see :class:`~geotrain.providers.base.NodeLogin`): InputError
-    for a node whose provider has no login (cloud VMs: geotrain opens no SSH port on them)."""
+    for a node whose provider has no login."""
     found = run_nodes(run_id)
     row = found.pick(node)
     provider = run_provider(found.run)
     cmd = provider.login_command(row.node_id, tuple(command)) if isinstance(provider, NodeLogin) else None
     if cmd is None:
-        raise InputError(f"node {row.node_id} is a {row.cloud} VM ({found.run.provider} provider): geotrain opens "
-                         "no SSH port on cloud VMs (only its node agent's port, to the launcher); run commands on it "
+        raise InputError(f"node {row.node_id} ({row.cloud}, {found.run.provider} provider) has no login: its "
+                         "provider gives none; run commands on it "
                          f"with `geotrain exec {found.run.run_id} --node {row.node_id} -- CMD`")
     return cmd

@@ -64,10 +64,10 @@ def ssh(
 ) -> None:
     """A shell on a node of the run, or the command after `--` run by it (joined by spaces, as ssh does).
     On-prem: the system ssh with the provider's options (host keys checked against known_hosts), into the
-    node's directory. Local: your $SHELL on this machine in the node's directory, with GEOTRAIN_RUN_ID,
+    node's directory; a cloud VM: ssh with the run's login key to geotrain's sshd on it (its host key
+    checked). Local: your $SHELL on this machine in the node's directory, with GEOTRAIN_RUN_ID,
     GEOTRAIN_NODE_ID, GEOTRAIN_NODE_DIR and GEOTRAIN_HOME set (not one of the node's processes: ending the
-    node does not end it). Cloud VMs have no login (geotrain opens no SSH port on them): use
-    `geotrain exec`."""
+    node does not end it)."""
     from geotrain.app.nodes import login
     from geotrain.errors import InputError
 

@@ -125,9 +125,8 @@ class LoginCommand:
 
 @runtime_checkable
 class NodeLogin(Protocol):
-    """Optional, beside :class:`Provider`: a provider whose nodes one can log into (the on-prem
-    provider over SSH; the local provider: a shell on this machine). Cloud providers have none:
-    geotrain opens no SSH port on their VMs, only the node agent's port, to the launcher."""
+    """Optional, beside :class:`Provider`: a provider whose nodes one can log into (the on-prem and cloud
+    providers over SSH; the local provider: a shell on this machine)."""
 
     def login_command(self, node_id: str, command: Sequence[str] = ()) -> LoginCommand | None:
         """The command that logs into a running node: an interactive shell in the node's directory, or,

@@ -1,6 +1,7 @@
-"""The node agent of a remote node, through the launcher's channel, on a fake VM: the startup script as
-a cloud runs it, commands with their logs and exits, the run token, and preemption notices from each
-cloud's metadata shape."""
+"""The node agent of a remote node, through the launcher's channel, on a fake VM (a process group of this
+machine, tests/fakes/vms.py): commands with their logs and exits, the run token, and preemption notices
+from each cloud's metadata shape. (How an agent gets onto a real VM, over SSH, is
+tests/integration/test_remote_launch_*.py's.)"""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import pytest
 
 from geotrain.errors import ProviderError
 from geotrain.providers.remote import AGENT_PORT, AgentChannel, AgentEndpoint, hide_token, run_token
-from geotrain.providers.startup import startup_script
+import shlex
 from tests.fakes.metadata import FakeMetadata
 from tests.fakes.vms import Hypervisor
 
@@ -41,11 +42,24 @@ def vm_world(tmp_path: Path, geotrain_home: Path):  # noqa: ANN201
             hv.close()
 
 
+def agent_script(cloud: str, token: str) -> str:
+    """A fake VM's boot: the node agent on the VM's address, with the run's token in a 0600 file."""
+    return f"""#!/bin/bash
+set -eu
+umask 077
+mkdir -p "$GEOTRAIN_NODE_ROOT"
+printf '%s' {shlex.quote(token)} > "$GEOTRAIN_NODE_ROOT/token"
+exec {shlex.quote(sys.executable)} -m geotrain.node.agent --bind "$GEOTRAIN_AGENT_BIND" --port {AGENT_PORT} \\
+  --root "$GEOTRAIN_NODE_ROOT" --token-file "$GEOTRAIN_NODE_ROOT/token" --cloud {cloud} \\
+  --metadata-url "$GEOTRAIN_METADATA_URL"
+"""
+
+
 def boot(hv: Hypervisor, cloud: str, run_id: str = "run-agent") -> tuple[str, AgentEndpoint]:
     vm_id = f"vm-{cloud}-{time.monotonic_ns()}"
     address = hv.new_address()
     token = run_token(run_id)
-    hv.boot(vm_id, cloud, startup_script(cloud=cloud, token=token, agent_port=AGENT_PORT), address)
+    hv.boot(vm_id, cloud, agent_script(cloud, token), address)
     return vm_id, AgentEndpoint(address, AGENT_PORT, token)
 
 
@@ -61,7 +75,7 @@ def test_the_run_token_is_private_stable_and_hidden_in_dry_runs(geotrain_home: P
     assert token == run_token("run-x") != run_token("run-y") and len(token) >= 32
     path = next((geotrain_home / "providers" / "tokens").glob("run-x"))
     assert path.stat().st_mode & 0o777 == 0o600
-    script = startup_script(cloud="aws", token=token, agent_port=AGENT_PORT)
+    script = agent_script("aws", token)
     assert token in script and token not in hide_token(script, token) and "<run token>" in hide_token(script, token)
 
 

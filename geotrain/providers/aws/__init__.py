@@ -8,13 +8,13 @@ usw2-az1, mapped to the account's zone name; a region-wide offer lets AWS pick t
 2. ``ec2:DescribeAvailabilityZones`` — AZ id → zone name (once per region and provider instance).
 3. ``ec2:DescribeVpcs`` (isDefault), ``ec2:DescribeSecurityGroups``, ``ec2:CreateSecurityGroup``,
    ``ec2:AuthorizeSecurityGroupIngress`` — the run's security group ``geotrain-<run id>`` in the
-   region's default VPC, once per run and region (idempotent, safe concurrently): TCP ``agent_port``
-   (7470) from ``control_cidr`` only, all TCP from the group itself (the run's nodes), no SSH; outbound
-   as AWS makes it (all).
+   region's default VPC, once per run and region (idempotent, safe concurrently): TCP ``nodes.ssh_port``
+   (7422, geotrain's own sshd) from ``control_cidr`` only, all TCP from the group itself (the run's
+   nodes, on their private addresses); outbound as AWS makes it (all).
 4. ``ec2:RunInstances`` — ImageId, InstanceType = the offer's type, Placement.AvailabilityZone,
    Min/MaxCount 1, ``ClientToken`` = sha256 of the request id (64 hex), UserData = the startup script
-   (:func:`geotrain.providers.startup.startup_script`, which starts the node agent with the run's
-   token), SecurityGroupIds = the run's group, InstanceInitiatedShutdownBehavior terminate,
+   (:func:`geotrain.providers.startup.ssh_startup_script`: geotrain's sshd with the node's host key
+   and the run's login key; the launcher then sets the node up over SSH, ``cloudnodes.SshNodes``), SecurityGroupIds = the run's group, InstanceInitiatedShutdownBehavior terminate,
    MetadataOptions IMDSv2 required, TagSpecifications (instance and volume): ``geotrain-run``,
    ``geotrain-request``, ``geotrain-offer``, ``Name``; for spot, InstanceMarketOptions
    ``{MarketType: spot, SpotOptions: {SpotInstanceType: one-time, InstanceInterruptionBehavior: terminate}}``
