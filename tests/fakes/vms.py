@@ -21,6 +21,11 @@ import threading
 import time
 from pathlib import Path
 
+# The VM's first process adopts what its processes leave behind (PR_SET_CHILD_SUBREAPER, kept across exec):
+# a daemon started over SSH (`setsid nohup` of the node agent) stays a descendant, so `kill` ends it too.
+SUBREAPER = "import ctypes, os, sys; ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0); " \
+            "os.execvp(sys.argv[1], sys.argv[1:])"
+
 _addresses = itertools.count(0)
 _lock = threading.Lock()
 
@@ -80,7 +85,8 @@ class Hypervisor:
         if self.metadata is not None:
             env["GEOTRAIN_METADATA_URL"] = self.metadata.base_url(vm_id)  # type: ignore[attr-defined]
         with open(home / "console.log", "ab") as console:
-            self.vms[vm_id] = subprocess.Popen(["bash", str(home / "startup.sh")], env=env, cwd=home,
+            self.vms[vm_id] = subprocess.Popen([sys.executable, "-c", SUBREAPER, "bash", str(home / "startup.sh")],
+                                               env=env, cwd=home,
                                                stdin=subprocess.DEVNULL, stdout=console, stderr=subprocess.STDOUT,
                                                start_new_session=True)
         self.addresses[vm_id] = address
