@@ -8,11 +8,14 @@ steps and at once on a preemption notice (``geotrain.train.api``), and resumes f
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -159,3 +162,39 @@ def check_resumed_and_done(launched: Launched, data: str = "the data") -> None:
         logs[-3000:]
     done = {line.split("weights ")[1] for line in logs.splitlines() if f"done at step {STEPS}" in line}
     assert len(done) == 1, logs[-3000:]
+
+
+@contextlib.contextmanager
+def shared_folder(world) -> Iterator[Path]:  # noqa: ANN001 - tests.fakes.hosts.World
+    """A folder every host may write (a site's NFS export, EFS, Filestore, Azure Files), outside the
+    folders the hosts do not see; removed afterwards."""
+    share = Path(f"/var/lib/geotrain-test-shares/{world.name}")
+    shutil.rmtree(share, ignore_errors=True)
+    share.mkdir(parents=True)
+    share.chmod(0o1777)
+    try:
+        yield share
+    finally:
+        shutil.rmtree(share, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def faithful_cloud(mount_at: str) -> Iterator[tuple]:
+    """A world of faithful hosts, a metadata service and a hypervisor whose VMs all mount one shared
+    folder at ``mount_at``: (world, hypervisor, the folder as this machine sees it). Needs root and nft."""
+    import pytest
+
+    from tests.fakes import hosts as H
+    from tests.fakes.cloudhosts import HostHypervisor
+    from tests.fakes.metadata import FakeMetadata
+
+    try:
+        H.require()
+    except H.HostsUnavailable as exc:
+        pytest.fail(f"{exc} (run scripts/ensure_hosts.sh as root)")
+    with H.World() as world, FakeMetadata() as metadata, shared_folder(world) as share:
+        hv = HostHypervisor(world, metadata, mounts={mount_at: share})
+        try:
+            yield world, hv, share
+        finally:
+            hv.close()

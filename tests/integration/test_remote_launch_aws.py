@@ -15,7 +15,6 @@ that every VM mounts (tests/remote_task.py). The run completes, and nothing is l
 from __future__ import annotations
 
 import os
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -27,8 +26,7 @@ from geotrain.ledger import EventKind, Ledger
 from tests.fakes import hosts as H
 from tests.fakes.aws import FakeAws
 from tests.fakes.cloudhosts import HostHypervisor
-from tests.fakes.metadata import FakeMetadata
-from tests.remote_task import check_resumed_and_done, plan_and_launch, user_folder
+from tests.remote_task import check_resumed_and_done, faithful_cloud, plan_and_launch, user_folder
 
 pytestmark = pytest.mark.slow
 
@@ -37,22 +35,8 @@ EFS = "/mnt/efs"  # where every VM mounts the shared file system (the launcher d
 
 @pytest.fixture
 def cloud() -> Iterator[tuple[H.World, HostHypervisor, FakeAws, Path]]:
-    try:
-        H.require()
-    except H.HostsUnavailable as exc:
-        pytest.fail(f"{exc} (run scripts/ensure_hosts.sh as root)")
-    with H.World() as world, FakeMetadata() as metadata:
-        share = Path(f"/var/lib/geotrain-test-shares/{world.name}")  # the EFS file system
-        shutil.rmtree(share, ignore_errors=True)
-        share.mkdir(parents=True)
-        share.chmod(0o1777)
-        hv = HostHypervisor(world, metadata, mounts={EFS: share})
-        try:
-            with FakeAws(hypervisor=hv) as aws:
-                yield world, hv, aws, share
-        finally:
-            hv.close()
-            shutil.rmtree(share, ignore_errors=True)
+    with faithful_cloud(EFS) as (world, hv, share), FakeAws(hypervisor=hv) as fake:
+        yield world, hv, fake, share
 
 
 def test_a_task_trains_on_spot_vms_behind_their_firewall_and_survives_a_reclaim(cloud, tmp_path: Path) -> None:

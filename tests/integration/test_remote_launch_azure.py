@@ -20,7 +20,6 @@ running.
 from __future__ import annotations
 
 import os
-import shutil
 import sys
 import textwrap
 from collections.abc import Iterator
@@ -34,8 +33,7 @@ from geotrain.ledger import EventKind, Ledger  # noqa: E402
 from tests.fakes import hosts as H  # noqa: E402
 from tests.fakes.azure_vms import AzureVmFake  # noqa: E402
 from tests.fakes.cloudhosts import HostHypervisor  # noqa: E402
-from tests.fakes.metadata import FakeMetadata  # noqa: E402
-from tests.remote_task import check_resumed_and_done, plan_and_launch, user_folder  # noqa: E402
+from tests.remote_task import check_resumed_and_done, faithful_cloud, plan_and_launch, user_folder  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -64,22 +62,8 @@ LAUNCH = textwrap.dedent('''
 
 @pytest.fixture
 def cloud() -> Iterator[tuple[H.World, HostHypervisor, AzureVmFake, Path]]:
-    try:
-        H.require()
-    except H.HostsUnavailable as exc:
-        pytest.fail(f"{exc} (run scripts/ensure_hosts.sh as root)")
-    with H.World() as world, FakeMetadata() as metadata:
-        share = Path(f"/var/lib/geotrain-test-shares/{world.name}")  # the Azure Files share
-        shutil.rmtree(share, ignore_errors=True)
-        share.mkdir(parents=True)
-        share.chmod(0o1777)
-        hv = HostHypervisor(world, metadata, mounts={SHARE: share})
-        try:
-            with AzureVmFake(regions=set(), hypervisor=hv) as azure:
-                yield world, hv, azure, share
-        finally:
-            hv.close()
-            shutil.rmtree(share, ignore_errors=True)
+    with faithful_cloud(SHARE) as (world, hv, share), AzureVmFake(regions=set(), hypervisor=hv) as fake:
+        yield world, hv, fake, share
 
 
 def test_a_task_trains_on_spot_vms_behind_their_nsg_and_survives_an_eviction(cloud, tmp_path: Path) -> None:

@@ -16,7 +16,6 @@ running.
 from __future__ import annotations
 
 import os
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -26,8 +25,7 @@ from geotrain.ledger import EventKind, Ledger
 from tests.fakes import hosts as H
 from tests.fakes.cloudhosts import HostHypervisor
 from tests.fakes.gcp import PROJECT, GcpComputeFake
-from tests.fakes.metadata import FakeMetadata
-from tests.remote_task import check_resumed_and_done, plan_and_launch, user_folder
+from tests.remote_task import check_resumed_and_done, faithful_cloud, plan_and_launch, user_folder
 
 pytestmark = pytest.mark.slow
 
@@ -36,22 +34,8 @@ SHARE = "/mnt/filestore"  # where every VM mounts the shared file system (the la
 
 @pytest.fixture
 def cloud() -> Iterator[tuple[H.World, HostHypervisor, GcpComputeFake, Path]]:
-    try:
-        H.require()
-    except H.HostsUnavailable as exc:
-        pytest.fail(f"{exc} (run scripts/ensure_hosts.sh as root)")
-    with H.World() as world, FakeMetadata() as metadata:
-        share = Path(f"/var/lib/geotrain-test-shares/{world.name}")  # the Filestore share
-        shutil.rmtree(share, ignore_errors=True)
-        share.mkdir(parents=True)
-        share.chmod(0o1777)
-        hv = HostHypervisor(world, metadata, mounts={SHARE: share})
-        try:
-            with GcpComputeFake(hypervisor=hv) as gcp:
-                yield world, hv, gcp, share
-        finally:
-            hv.close()
-            shutil.rmtree(share, ignore_errors=True)
+    with faithful_cloud(SHARE) as (world, hv, share), GcpComputeFake(hypervisor=hv) as fake:
+        yield world, hv, fake, share
 
 
 def test_a_task_trains_on_spot_vms_behind_their_firewall_and_survives_a_preemption(cloud, tmp_path: Path) -> None:

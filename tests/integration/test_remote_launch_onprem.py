@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from tests.fakes import hosts as H
-from tests.remote_task import check_resumed_and_done, plan_and_launch, user_folder
+from tests.remote_task import check_resumed_and_done, plan_and_launch, shared_folder, user_folder
 
 pytestmark = pytest.mark.slow
 
@@ -38,16 +38,10 @@ def lab() -> Iterator[tuple[H.World, list[H.Host], Path]]:
         site = world.lan("lab")
         first = site.host("ws0")
         hosts = [first, *(site.host(f"ws{n}", account=first) for n in (1, 2))]  # one account on every machine
-        share = Path(f"/var/lib/geotrain-test-shares/{world.name}")  # the site's NFS server's export
-        shutil.rmtree(share, ignore_errors=True)
-        share.mkdir(parents=True)
-        share.chmod(0o1777)  # every host's user writes there
-        try:
+        with shared_folder(world) as share:  # the site's NFS server's export
             for host in hosts:
                 host.mount_share(share, SHARE)
             yield world, hosts, share
-        finally:
-            shutil.rmtree(share, ignore_errors=True)
 
 
 def _user_side(tmp_path: Path, hosts: list[H.Host]) -> tuple[dict[str, str], Path]:
