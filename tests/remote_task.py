@@ -26,7 +26,7 @@ STEPS = 40
 
 MAIN = textwrap.dedent('''
     """DDP on every node; a checkpoint every 5 steps and at once on a preemption notice."""
-    import os, socket, sys, time
+    import os, socket, time
     import torch
     import torch.distributed as dist
     from geotrain.train import api
@@ -60,11 +60,12 @@ MAIN = textwrap.dedent('''
             store.save(step, {"model": model.module.state_dict(), "optimizer": opt.state_dict(), "step": step})
         if notice:
             print(f"rank {rank}: preemption notice, checkpointed step {step}", flush=True)
-            sys.exit(0)
+            api.finish(0)
         time.sleep(0.4)
     weights = sum(p.double().sum().item() for p in model.parameters())
     print(f"rank {rank}/{world} done at step {STEPS}, weights {weights:.6f}", flush=True)
     dist.destroy_process_group()
+    api.finish()
 ''').replace("STEPS", str(STEPS))
 
 

@@ -15,15 +15,20 @@ tells it where checkpoints go and when a preemption is coming::
         ...
     api.report_progress(samples=global_batch)  # after each step: what status, cost-report and
                                                # ``geotrain profile`` count (rank 0's reports)
+    dist.destroy_process_group()
+    api.finish()                            # last: ends the process with exit status 0
 """
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import signal
+import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import NoReturn
 
 
 def run_info() -> dict:
@@ -77,3 +82,20 @@ def report_progress(samples: int, steps: int = 1) -> None:
     from geotrain.train.progress import reporter
 
     reporter().report(samples, steps)
+
+
+def finish(code: int = 0) -> NoReturn:
+    """End this process with exit status ``code``, after its exit handlers (geotrain's last progress
+    report among them) and a flush of stdout and stderr, but without Python's interpreter teardown.
+
+    Call it last in a script that trained with torch.distributed over gloo: torch's gloo worker
+    threads may free the last collective (DDP's allreduce, with the Python state it holds) while the
+    interpreter shuts down, and the process then ends in std::terminate (exit -6 or -11) now and then
+    on a busy machine; the launcher cannot tell that from a crash and would start the work again."""
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # closed, or a pipe nobody reads any more
+            pass
+    os._exit(code)

@@ -60,9 +60,10 @@ What is faithful
   namespace's init is SIGKILLed), its network namespace is deleted and its router drops packets to its
   address: peers see a silent timeout (or, on the same LAN, an ARP failure: "no route to host").
 * Processes: a host has its own PID namespace (its ``/proc`` shows only its processes), UTS namespace
-  (its hostname), and mount namespace in which tmpfs hides the launcher's files: ``/root``, ``/work``,
-  ``/opt``, ``/mnt``, ``/srv``, ``/media``, ``/var/tmp``, ``/dev/shm`` and ``/var/lib/geotrain-test-hosts``
-  (where the hosts' own files live); ``/tmp``, ``/run`` and ``/home/USER`` are the host's own
+  (its hostname), and mount namespace in which tmpfs hides the launcher's files: every entry of ``/``
+  but the system's own folders (``SYSTEM_ROOT_ENTRIES``: so ``/root``, ``/opt``, ``/mnt`` and wherever the
+  launcher's checkout lies, ``/work`` or ``/check``), ``/var/tmp``, ``/dev/shm`` and
+  ``/var/lib/geotrain-test-hosts`` (where the hosts' own files live); ``/tmp``, ``/run`` and ``/home/USER`` are the host's own
   directories, kept on this machine's disk under ``/var/lib/geotrain-test-hosts/gt{idx}-h{n}/``
   (:meth:`Host.path` maps a host path to it, so a test can look at what a host left after it died;
   it maps ``/etc`` too).
@@ -136,8 +137,23 @@ MAX_LANS = 63
 MAX_HOSTS_PER_LAN = 200
 SSHD = "/usr/sbin/sshd"
 GECOS = "geotrain test host"
-HIDDEN_DIRS = ("/root", "/work", "/opt", "/mnt", "/srv", "/media")
+# What a host sees of this machine's root: the system's own folders. Every other entry of ``/`` (the
+# launcher's checkout, wherever it lies: /work, /check, /home/runner ...) is hidden under an empty tmpfs,
+# or an empty file where the entry is a file.
+SYSTEM_ROOT_ENTRIES = frozenset({"bin", "sbin", "lib", "lib32", "lib64", "libx32", "usr", "etc", "dev", "proc",
+                                 "sys", "tmp", "run", "home", "var", "boot"})
 _PR_SET_PDEATHSIG = 1
+
+
+def _hide_command(entry: str) -> str:
+    """The shell line that hides ``/entry`` from a host (a real directory, not a symlink into /usr)."""
+    path = shlex.quote(f"/{entry}")
+    if os.path.islink(f"/{entry}"):
+        return f": {path} is a link"
+    if os.path.isdir(f"/{entry}"):
+        mode = "0700" if entry == "root" else "0755"
+        return f"mount -t tmpfs -o mode={mode},nosuid,nodev tmpfs {path}"
+    return f"[ -f {path} ] && mount --bind /dev/null {path} || true"
 
 
 class HostsUnavailable(RuntimeError):
@@ -846,8 +862,8 @@ add element ip gtr haspub {{ {self.private_address} }}
     def _start_holder(self) -> None:
         d = self.disk
         q = shlex.quote
-        hide = "\n".join(f"[ -d {p} ] && mount -t tmpfs -o mode=0{700 if p == '/root' else 755},nosuid,nodev "
-                         f"tmpfs {p}" for p in HIDDEN_DIRS)
+        hide = "\n".join(_hide_command(entry) for entry in sorted(os.listdir("/"))
+                         if entry not in SYSTEM_ROOT_ENTRIES)
         setup = f"""set -e
 mount --make-rprivate /
 mount -t sysfs -o ro sysfs /sys 2>/dev/null || true

@@ -23,3 +23,4 @@ weights = sum(p.double().sum().item() for p in model.parameters())  # the same o
 print(f"rank {dist.get_rank()}/{dist.get_world_size()} trained 50 steps, loss {loss.item():.4f}, "
       f"weights {weights:.6f}", flush=True)
 dist.destroy_process_group()
+api.finish()  # exit 0 without the interpreter teardown that races gloo's threads (see its docstring)
