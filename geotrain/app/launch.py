@@ -19,6 +19,7 @@ from geotrain.planning.planfile import load_plan, plan_from_dict
 from geotrain.procs import pid_alive
 from geotrain.providers.base import LOCAL_PROVIDER, Provider
 from geotrain.providers.base import LaunchRequest
+from geotrain.providers.identity import identities_by_cloud, store_access_problem
 from geotrain.providers.registry import PROVIDER_NAMES, ProviderSettings, dry_run_calls, make_provider, parse_names
 from geotrain.train.worker_env import outbound_address
 
@@ -39,7 +40,9 @@ def launch_options(*, preempt_rate: float | None = None, preempt_trace: Path | N
     elif preempt_at is not None:
         events = parse_times(preempt_at)
     schedule = PreemptionSchedule(events, preempt_rate, notice_s, seed, faults)
-    return LaunchOptions(checkpoint_location=checkpoint_region, block_s=block_min * 60, seed=seed,
+    roles = tuple(given.pop("instance_roles", None) or ())  # type: ignore[arg-type]
+    identities_by_cloud(roles)  # each names one cloud's identity, by its form; one per cloud
+    return LaunchOptions(instance_roles=roles, checkpoint_location=checkpoint_region, block_s=block_min * 60, seed=seed,
                          preemptions=schedule, **given)  # type: ignore[arg-type]
 
 
@@ -115,7 +118,9 @@ def provider_settings(options: LaunchOptions | None, inventory: str | None) -> P
     run's firewall opens the node agents to) and the on-prem inventory."""
     address = (options.control_address if options else None) or outbound_address()
     cidr = address if "/" in address else f"{address}/{128 if ':' in address else 32}"
-    return ProviderSettings(control_cidr=cidr, inventory=Path(inventory) if inventory else None)
+    identities = identities_by_cloud(options.instance_roles if options else ())
+    return ProviderSettings(control_cidr=cidr, inventory=Path(inventory) if inventory else None,
+                            identities=tuple(sorted(identities.items())))
 
 
 def check_clouds(plan, names: tuple[str, ...]) -> None:  # noqa: ANN001
@@ -208,6 +213,12 @@ def launch(plan: Plan | Path, options: LaunchOptions, *, provider_name: str | No
         raise InputError("nodes on other machines cannot reach a checkpoint directory of this one: give "
                          "--checkpoint-url s3://BUCKET/PATH, gs://… or az://… (storage every node can write), or "
                          "file:///PATH for a file system every node mounts at that path")
+    if remote:  # nor an object store the cloud nodes will have no credentials for
+        problem = store_access_problem(options.checkpoint_url or "", {i.offer.location.cloud for i in plan.items},
+                                       identities_by_cloud(options.instance_roles),
+                                       dict(plan.job.task.envs) if plan.job.task else {})
+        if problem:
+            raise InputError(problem)
     if options.checkpoint_url and not (remote and options.checkpoint_url.startswith("file://")):
         check_checkpoint_url(options.checkpoint_url)  # and a checkpoint location the workers cannot use
     # (a file:// location of nodes on other machines is theirs, not this machine's: each node probes it)

@@ -322,7 +322,8 @@ class Launcher:
             return False
         if not self.provider.capabilities.shared_host:  # the nodes can write the checkpoint store
             check_from_nodes(self.provider, [n for n in members if n.node_id not in self.probed],
-                             self.options.checkpoint_url or "", self.run_dir / "logs", stop=lambda: self.stop_requested)
+                             self.options.checkpoint_url or "", self.run_dir / "logs", stop=lambda: self.stop_requested,
+                             envs=dict(self.plan.job.task.envs) if self.plan.job.task else None)
             self.probed.update(n.node_id for n in members)
         world = len(members)
         t = self.training

@@ -38,10 +38,12 @@ class LaunchOptions:
     launch_attempts: int = 6  # throttled launches: tries per node before giving up
     backoff_s: float = 0.5  # first pause after a throttled launch (doubles each time)
     control_address: str | None = None  # where remote nodes reach the launcher (default: its outbound address)
+    instance_roles: tuple[str, ...] = ()  # identities the cloud nodes get (geotrain.providers.identity)
 
     def to_dict(self) -> dict:
         data = asdict(self)
         data["command"] = list(self.command)
+        data["instance_roles"] = list(self.instance_roles)
         data["preemptions"] = self.preemptions.to_dict()
         return data
 
@@ -50,6 +52,7 @@ class LaunchOptions:
         known = {f.name for f in fields(cls)}
         data = {k: v for k, v in data.items() if k in known}  # a ledger of an older geotrain may hold more
         data["command"] = tuple(data.get("command") or ())
+        data["instance_roles"] = tuple(data.get("instance_roles") or ())
         data["preemptions"] = schedule_from_dict(data.get("preemptions") or {})
         return cls(**data)
 

@@ -62,15 +62,15 @@ _PROBE = ("import sys; from geotrain.train.checkpoint import CheckpointStore\n"
 
 
 def check_from_nodes(provider: Provider, nodes, url: str, logs: Path, *,  # noqa: ANN001 - NodeInfo
-                     stop: Callable[[], bool]) -> None:
+                     stop: Callable[[], bool], envs: dict[str, str] | None = None) -> None:
     """Each node writes, reads back and deletes a probe in the checkpoint store with its own
     credentials and mounts (all at once), before any worker starts: a store a node cannot use is an
-    InputError naming the node and what it said."""
+    InputError naming the node and what it said. ``envs``: the task's, which its commands get too."""
     import time
 
     from geotrain.train.worker_env import node_env
 
-    started = [(node, provider.start(node.node_id, ["python", "-c", _PROBE, url], node_env({}),
+    started = [(node, provider.start(node.node_id, ["python", "-c", _PROBE, url], node_env(dict(envs or {})),
                                      logs / f"probe-{node.node_id}.log")) for node in nodes]
     deadline = time.monotonic() + NODE_PROBE_S
     for node, proc in started:

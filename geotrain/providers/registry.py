@@ -33,6 +33,7 @@ class ProviderSettings:
 
     control_cidr: str | None = None
     inventory: Path | None = None
+    identities: tuple[tuple[str, str], ...] = ()  # (cloud, identity its nodes get: geotrain.providers.identity)
 
 
 def parse_names(text: str) -> tuple[str, ...]:
@@ -73,7 +74,8 @@ def dry_run_calls(name: str, request: LaunchRequest, settings: ProviderSettings)
 
 
 def _kwargs(name: str, settings: ProviderSettings) -> dict[str, object]:
-    kwargs = {"control_cidr": settings.control_cidr} if name != "onprem" else {"inventory": settings.inventory}
+    kwargs = {"control_cidr": settings.control_cidr, "instance_role": dict(settings.identities).get(name)} \
+        if name != "onprem" else {"inventory": settings.inventory}
     return {k: v for k, v in kwargs.items() if v is not None}
 
 

@@ -72,3 +72,39 @@ def test_cloud_nodes_need_a_checkpoint_location_they_can_reach(mix) -> None:
 def test_an_unknown_provider_is_named(mix) -> None:
     result = runner.invoke(app, ["launch", str(mix), "--provider", "aws,ibm", "--dry-run"])
     assert result.exit_code == 2 and "ibm is not a provider" in result.output, result.output
+
+
+AWS_ROLE = "arn:aws:iam::123456789012:instance-profile/geotrain-nodes"
+GCP_ROLE = "trainer@my-project.iam.gserviceaccount.com"
+AZURE_ROLE = ("/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/ml/providers/"
+              "Microsoft.ManagedIdentity/userAssignedIdentities/trainer")
+
+
+def test_each_clouds_nodes_get_the_identity_named_for_that_cloud(mix, no_clouds) -> None:  # noqa: F811
+    result = runner.invoke(app, ["launch", str(mix), "--provider", "aws,gcp,azure", "--dry-run", "--json",
+                                 "--instance-role", GCP_ROLE, "--instance-role", AZURE_ROLE,
+                                 "--instance-role", AWS_ROLE])
+    assert result.exit_code == 0, result.output
+    nodes = json.loads(result.stdout)["nodes"]
+    run = next(c for c in nodes[0]["calls"] if c["call"] == "ec2.run_instances")["params"]
+    assert run["IamInstanceProfile"] == {"Arn": AWS_ROLE}
+    insert = next(c for c in nodes[1]["calls"] if c["call"] == "compute.instances.insert")["params"]
+    assert insert["instance_resource"]["serviceAccounts"][0]["email"] == GCP_ROLE
+    create = next(c for c in nodes[2]["calls"] if c["call"] == "compute.virtual_machines.begin_create_or_update")
+    assert AZURE_ROLE in json.dumps(create) and GCP_ROLE not in json.dumps(nodes[2])
+
+
+def test_an_identity_of_no_known_form_is_refused(mix) -> None:
+    result = runner.invoke(app, ["launch", str(mix), "--provider", "aws,gcp,azure", "--dry-run",
+                                 "--instance-role", "someone@example.com"])
+    assert result.exit_code == 2 and "instance profile" in result.output, result.output
+
+
+def test_an_object_store_the_cloud_nodes_have_no_credentials_for_is_refused_before_anything_is_bought(
+        mix, geotrain_home) -> None:
+    result = runner.invoke(app, ["launch", str(mix), "--provider", "aws,gcp,azure", "--train-workload", "tiny-cnn",
+                                 "--checkpoint-url", "s3://bucket/run", "--instance-role", AWS_ROLE])
+    assert result.exit_code == 2, result.output
+    assert "nodes on azure could not write the checkpoint store s3://bucket/run" in result.output
+    assert "AWS_ACCESS_KEY_ID" in result.output and "Traceback" not in result.output
+    assert not (geotrain_home / "ledger.sqlite").exists()  # no run began, no provider was asked for anything

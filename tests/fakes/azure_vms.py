@@ -546,7 +546,7 @@ class AzureVmFake(AzureFake):
         resource = {"id": rid, "name": name, "type": canonical, "location": location,
                     "tags": dict(payload.get("tags") or {}), "properties": json.loads(json.dumps(
                         payload.get("properties") or {}))}
-        for extra in ("zones", "sku"):
+        for extra in ("zones", "sku", "identity"):
             if extra in payload:
                 resource[extra] = payload[extra]
         validate = getattr(self, f"_check_{kind}")

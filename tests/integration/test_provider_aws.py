@@ -582,3 +582,22 @@ def test_start_runs_a_command_on_the_vm_and_a_reclaim_with_notice_preempts_it(tm
                 assert not hv.alive(b.node_id)
         finally:
             hv.close()
+
+
+def test_the_nodes_get_the_instance_profile_the_launch_names(fake, aws, geotrain_home):
+    iam = client(fake, "iam", "us-east-1")
+    iam.create_role(RoleName="geotrain-nodes", AssumeRolePolicyDocument='{"Version": "2012-10-17", "Statement": []}')
+    made = iam.create_instance_profile(InstanceProfileName="geotrain-nodes")["InstanceProfile"]
+    iam.add_role_to_instance_profile(InstanceProfileName="geotrain-nodes", RoleName="geotrain-nodes")
+    try:
+        for role in ("geotrain-nodes", made["Arn"]):
+            run = new_run()
+            provider(fake, geotrain_home, instance_role=role).launch(request(run))
+            [inst] = instances(aws, run)
+            assert inst["IamInstanceProfile"]["Arn"] == made["Arn"], inst.get("IamInstanceProfile")
+        sent = fake.vms.run_requests
+        assert sent[-2]["IamInstanceProfile.Name"] == "geotrain-nodes" and sent[-1]["IamInstanceProfile.Arn"] == made["Arn"]
+    finally:
+        iam.remove_role_from_instance_profile(InstanceProfileName="geotrain-nodes", RoleName="geotrain-nodes")
+        iam.delete_instance_profile(InstanceProfileName="geotrain-nodes")
+        iam.delete_role(RoleName="geotrain-nodes")

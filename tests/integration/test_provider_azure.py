@@ -412,3 +412,15 @@ def test_dry_run_makes_no_call_and_no_key(fake, provider, geotrain_home) -> None
     assert not (geotrain_home / "providers" / "keys").exists()  # nor a key
     assert isinstance(provider, Provider) and provider.capabilities.notice_s == 30 and provider.capabilities.spot
     assert SUBSCRIPTION_ID not in json.dumps(AzureProvider.for_dry_run().dry_run(req))
+
+
+def test_the_nodes_get_the_managed_identity_the_launch_names(fake) -> None:
+    from azure.mgmt.compute.models import ResourceIdentityType, VirtualMachine
+
+    identity = ("/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/ml/providers/"
+                "Microsoft.ManagedIdentity/userAssignedIdentities/trainer")
+    azure_provider(fake, None, instance_role=identity).launch(request("run-identity"))
+    [vm] = fake.vms()
+    model = VirtualMachine(vm)  # read by the SDK's own model of a VM (REST JSON)
+    assert model.identity.type == ResourceIdentityType.USER_ASSIGNED
+    assert list(model.identity.user_assigned_identities) == [identity]

@@ -609,3 +609,12 @@ def test_start_sets_the_vm_up_over_ssh_runs_a_command_through_its_agent_and_a_pr
             import shutil
 
             shutil.rmtree(node_home / "gcp-shipped", ignore_errors=True)
+
+
+def test_the_nodes_get_the_service_account_the_launch_names(fake) -> None:
+    email = f"trainer@{PROJECT}.iam.gserviceaccount.com"
+    node = gcp(fake, instance_role=email).launch(req(new_run()))
+    _, inst = fake.find(node.node_id)
+    assert inst["serviceAccounts"] == [{"email": email, "scopes": ["https://www.googleapis.com/auth/cloud-platform"]}]
+    plain = gcp(fake).launch(req(new_run()))
+    assert "serviceAccounts" not in fake.find(plain.node_id)[1]  # no identity unless one is named

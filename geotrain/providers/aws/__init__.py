@@ -18,7 +18,8 @@ usw2-az1, mapped to the account's zone name; a region-wide offer lets AWS pick t
    MetadataOptions IMDSv2 required, TagSpecifications (instance and volume): ``geotrain-run``,
    ``geotrain-request``, ``geotrain-offer``, ``Name``; for spot, InstanceMarketOptions
    ``{MarketType: spot, SpotOptions: {SpotInstanceType: one-time, InstanceInterruptionBehavior: terminate}}``
-   (no MaxPrice: the spot price, capped at on-demand).
+   (no MaxPrice: the spot price, capped at on-demand); with ``instance_role`` (``launch --instance-role``),
+   IamInstanceProfile ``{Name}`` or ``{Arn}`` (the caller needs ``iam:PassRole`` on its role).
 
 A request is recorded in the state file *before* RunInstances is sent. A timeout (read or connect)
 leaves it "in flight" and raises ProviderTimeoutError; the retry with the same request id first looks

@@ -23,6 +23,7 @@ from geotrain.providers.aws.state import Record, StateFile, by_node, group_key
 from geotrain.providers.base import Capabilities, LaunchRequest, NodeInfo, NodeState
 from geotrain.providers.remote import AGENT_PORT, AgentChannel, run_token
 from geotrain.providers.cloudnodes import CloudNodes, SshNodes
+from geotrain.providers.identity import aws_instance_profile
 from geotrain.providers.startup import ssh_startup_script
 
 DEFAULT_IMAGE_PARAMETER = "/aws/service/deeplearning/ami/x86_64/base-oss-nvidia-driver-gpu-ubuntu-24.04/latest/ami-id"
@@ -47,6 +48,7 @@ class AwsProvider(SshNodes):
 
     def __init__(self, client_factory: ClientFactory, *, home: Path | None = None, control_cidr: str | None = None,
                  image_parameter: str = DEFAULT_IMAGE_PARAMETER, image_id: str | None = None,
+                 instance_role: str | None = None,
                  agent_port: int = AGENT_PORT, channel: AgentChannel | None = None, home_region: str = "us-east-1",
                  nodes: CloudNodes | None = None,
                  unlisted_grace_s: float = 300.0, throttle_attempts: int = 3, first_pause_s: float = 0.5,
@@ -56,6 +58,7 @@ class AwsProvider(SshNodes):
         self._state = StateFile(home, self.name)
         self.control_cidr = control_cidr
         self.image_parameter, self.image_id = image_parameter, image_id
+        self.instance_role = instance_role  # the IAM instance profile the nodes get (name or ARN), if any
         self.agent_port = agent_port
         self.channel = channel or AgentChannel()
         self.nodes = nodes or CloudNodes("aws")  # how the launcher reaches the VMs: SSH, its own keys
@@ -276,6 +279,8 @@ class AwsProvider(SshNodes):
         }
         if zone:
             params["Placement"] = {"AvailabilityZone": zone}
+        if self.instance_role:
+            params["IamInstanceProfile"] = aws_instance_profile(self.instance_role)
         if offer.market == Market.SPOT:
             params["InstanceMarketOptions"] = {"MarketType": "spot", "SpotOptions": {
                 "SpotInstanceType": "one-time", "InstanceInterruptionBehavior": "terminate"}}

@@ -29,7 +29,8 @@ What a launch makes (``dry_run`` lists the same calls with their bodies):
   geotrain's own on 7422 with the node's host key and the run's login key, for the node user, nothing
   else), admin user ``geotrain`` with password log-in disabled and the run's login key as its SSH key
   (Azure's own channel: the key reaches the image's sshd on 22 too, which the NSG keeps closed);
-  ``storageProfile.imageReference`` = the ``image`` setting, default Microsoft's Ubuntu-HPC 22.04 image
+  ``identity`` = the user-assigned managed identity ``instance_role`` names (``launch --instance-role``),
+  if any; ``storageProfile.imageReference`` = the ``image`` setting, default Microsoft's Ubuntu-HPC 22.04 image
   ``microsoft-dsvm:ubuntu-hpc:2204:latest`` (NVIDIA driver, CUDA, NCCL, InfiniBand, Python 3; no
   marketplace plan); an OS disk ``<vm>-osdisk`` (StandardSSD_LRS) and the NIC with ``deleteOption``
   Delete (the NIC's public IP too); tags ``geotrain-run``, ``geotrain-request``, ``geotrain-offer``

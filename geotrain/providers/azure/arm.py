@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from geotrain.domain import Market, Offer
+from geotrain.providers.identity import azure_identity
 
 CLOUD = "azure"
 TAG_RUN = "geotrain-run"
@@ -145,7 +146,7 @@ def custom_data(script: str) -> str:
 
 def vm_body(offer: Offer, run_id: str, request_id: str, *, name: str, nic_id: str, custom_data_b64: str,
             ssh_public_key: str, image: Mapping[str, Any], admin_username: str, os_disk_type: str,
-            os_disk_gib: int | None) -> dict[str, Any]:
+            os_disk_gib: int | None, identity: str | None = None) -> dict[str, Any]:
     os_disk: dict[str, Any] = {"name": disk_name(name), "createOption": "FromImage", "deleteOption": "Delete",
                                "managedDisk": {"storageAccountType": os_disk_type}}
     if os_disk_gib is not None:
@@ -165,6 +166,8 @@ def vm_body(offer: Offer, run_id: str, request_id: str, *, name: str, nic_id: st
         properties["priority"] = "Regular"
     body: dict[str, Any] = {"location": offer.location.region, "tags": tags(run_id, request_id, offer.offer_id),
                             "properties": properties}
+    if identity:  # a user-assigned managed identity's resource ID
+        body["identity"] = azure_identity(identity)
     if zones_of(offer):
         body["zones"] = zones_of(offer)
     return body

@@ -76,13 +76,14 @@ class AzureProvider(SshNodes):
                  polling_interval_s: float = 5.0, launch_timeout_s: float = 900.0, delete_timeout_s: float = 900.0,
                  use_activity_log: bool = True, channel: AgentChannel | None = None, home: Path | None = None,
                  startup: Callable[..., str] = ssh_startup_script, token: Callable[[str], str] = run_token,
-                 nodes: CloudNodes | None = None) -> None:
+                 nodes: CloudNodes | None = None, instance_role: str | None = None) -> None:
         self._clients_given = clients
         self._client_cache: AzureClients | None = clients if isinstance(clients, AzureClients) else None
         self.control_cidr = control_cidr
         self.agent_port = int(agent_port)
         self.resource_group = resource_group
         self.image = dict(image or arm.DEFAULT_IMAGE)
+        self.instance_role = instance_role  # the user-assigned managed identity (resource ID) the nodes get
         self.admin_username = admin_username
         self.os_disk_type = os_disk_type
         self.os_disk_gib = os_disk_gib
@@ -343,7 +344,7 @@ class AzureProvider(SshNodes):
         return arm.vm_body(request.offer, request.run_id, request.request_id, name=name, nic_id=nic_id,
                            custom_data_b64=custom, ssh_public_key=key, image=self.image,
                            admin_username=self.admin_username, os_disk_type=self.os_disk_type,
-                           os_disk_gib=self.os_disk_gib)
+                           os_disk_gib=self.os_disk_gib, identity=self.instance_role)
 
     def _create(self, rec: dict[str, Any], request: LaunchRequest) -> dict[str, Any]:
         """Make (or find) the VM of a record in status "creating" and wait until it runs."""

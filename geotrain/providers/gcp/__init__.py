@@ -80,7 +80,9 @@ Setup (what a user needs):
 - The Compute Engine API enabled, and a VPC network ``default`` (auto-mode subnets) or the ``network`` setting.
 - IAM: roles/compute.instanceAdmin.v1 (instances, their boot disks, the image, the subnet and its external
   address, zone operations, regions) and roles/compute.securityAdmin (firewall rules, global operations), or
-  roles/compute.admin. No service account is attached to the VMs, so no roles/iam.serviceAccountUser.
+  roles/compute.admin. No service account is attached to the VMs unless ``instance_role`` (``launch
+  --instance-role``) names one (``serviceAccounts``, cloud-platform scope; then roles/iam.serviceAccountUser
+  on it).
 - Quotas in each region used: CPUS (or the series' own, e.g. A2_CPUS), the GPU model's (NVIDIA_T4_GPUS, and
   PREEMPTIBLE_NVIDIA_T4_GPUS for spot), GPUS_ALL_REGIONS (global), IN_USE_ADDRESSES (one external address per
   node), SSD_TOTAL_GB (100 GB pd-balanced per node); two firewall rules per run (project FIREWALLS).

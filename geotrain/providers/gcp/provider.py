@@ -65,7 +65,7 @@ class GcpProvider(SshNodes):
                  client_factory: ClientFactory | None = None, home: Path | None = None,
                  control_cidr: str | None = None, agent_port: int = AGENT_PORT, channel: Any = None,
                  nodes: CloudNodes | None = None, image: str = DEFAULT_IMAGE, network: str = DEFAULT_NETWORK,
-                 disk_gb: int = DEFAULT_DISK_GB,
+                 disk_gb: int = DEFAULT_DISK_GB, instance_role: str | None = None,
                  disk_type: str | None = None, call_timeout_s: float = 60.0, operation_timeout_s: float = 900.0,
                  running_timeout_s: float = 600.0, poll_s: float = 2.0, attempts: int = 5,
                  first_pause_s: float = 1.0, sleep: Callable[[float], None] = time.sleep) -> None:
@@ -81,6 +81,7 @@ class GcpProvider(SshNodes):
         self.nodes = nodes or CloudNodes(CLOUD)  # how the launcher reaches the VMs: SSH, its own keys
         # the VPC network's link (not ``network``: the launcher reads a provider's ``network`` as its emulated one)
         self.image, self.vpc_network, self.disk_gb, self.disk_type = image, network, disk_gb, disk_type
+        self.instance_role = instance_role  # the service account (email) the nodes get, if any
         self._call = {"timeout_s": call_timeout_s, "attempts": attempts, "first_pause_s": first_pause_s,
                       "operation_timeout_s": operation_timeout_s, "poll_s": poll_s, "sleep": sleep}
         self._running_timeout_s = running_timeout_s
@@ -315,7 +316,8 @@ class GcpProvider(SshNodes):
     def _body(self, request: LaunchRequest, zone: str, script: str) -> dict[str, Any]:
         return instance_body(name=instance_name(request.request_id), zone=zone, request_id=request.request_id,
                              run_id=request.run_id, offer=request.offer, script=script, image=self.image,
-                             network=self.vpc_network, disk_gb=self.disk_gb, disk_type=self.disk_type)
+                             network=self.vpc_network, disk_gb=self.disk_gb, disk_type=self.disk_type,
+                             service_account=self.instance_role)
 
     def _create(self, gce: Gce, rec: dict[str, Any], request: LaunchRequest) -> None:
         """Make the VM (or find the one an earlier try made) in the offer's zone, or for a region-wide offer

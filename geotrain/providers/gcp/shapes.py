@@ -17,6 +17,7 @@ from typing import Any
 
 from geotrain.domain import Market, Offer
 from geotrain.pricing.live.gcp.skus import ACCELERATORS, N1_ATTACHABLE
+from geotrain.providers.identity import gcp_service_accounts
 
 CLOUD = "gcp"
 NAME_PREFIX = "gt-"
@@ -126,8 +127,9 @@ def scheduling(offer: Offer) -> dict[str, Any]:
 
 def instance_body(*, name: str, zone: str, request_id: str, run_id: str, offer: Offer, script: str,
                   image: str = DEFAULT_IMAGE, network: str = DEFAULT_NETWORK, disk_gb: int = DEFAULT_DISK_GB,
-                  disk_type: str | None = None) -> dict[str, Any]:
-    """The ``Instance`` resource of ``instances.insert``, as REST JSON."""
+                  disk_type: str | None = None, service_account: str | None = None) -> dict[str, Any]:
+    """The ``Instance`` resource of ``instances.insert``, as REST JSON (``service_account``: the email of
+    the identity the VM gets, with the cloud-platform scope; none by default)."""
     machine, gpus = machine_of(offer.shape.instance_type)
     if disk_type is None:
         disk_type = "hyperdisk-balanced" if machine.startswith(HYPERDISK_SERIES) else DEFAULT_DISK_TYPE
@@ -151,6 +153,8 @@ def instance_body(*, name: str, zone: str, request_id: str, run_id: str, offer: 
         "networkInterfaces": [{"network": network, "accessConfigs": [
             {"name": "External NAT", "type": "ONE_TO_ONE_NAT", "networkTier": "PREMIUM"}]}],
     }
+    if service_account:
+        body["serviceAccounts"] = gcp_service_accounts(service_account)
     if gpus:
         body["guestAccelerators"] = [{"acceleratorType": f"zones/{zone}/acceleratorTypes/{gpu}", "acceleratorCount": n}
                                      for gpu, n in gpus]
