@@ -65,8 +65,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from geotrain.domain import (
-    PRECISIONS, Constraints, Continent, DatasetSpec, JobSpec, Market, ModelSpec, Objective, ResourceFilter,
-    SyncSettings, SyncStrategyName, TaskRun,
+    IMAGE_FORMS, PRECISIONS, Constraints, Continent, DatasetSpec, JobSpec, Market, ModelSpec, Objective,
+    ResourceFilter, SyncSettings, SyncStrategyName, TaskRun, image_cloud,
 )
 from geotrain.errors import JobSpecError
 from geotrain.specfile import Fields, load_yaml_mapping
@@ -211,7 +211,7 @@ def _constraints(fields: Fields | None) -> Constraints:
 
 
 _RESOURCE_NUMBERS = ("min_vcpus", "max_vcpus", "min_memory_gib", "max_memory_gib")
-_RESOURCE_TEXTS = ("cloud", "region", "zone", "instance_type", "accelerator")
+_RESOURCE_TEXTS = ("cloud", "region", "zone", "instance_type", "accelerator", "image")
 
 
 def _resources(fields: Fields) -> tuple[ResourceFilter, ...]:
@@ -228,6 +228,12 @@ def _resources(fields: Fields) -> tuple[ResourceFilter, ...]:
         values["market"] = Market(market) if market else None
         if values["cloud"]:
             values["cloud"] = values["cloud"].lower()
+        if values["image"] is not None:
+            cloud = image_cloud(values["image"])
+            if cloud is None:
+                raise item.fail("image", f"{values['image']!r} is not {IMAGE_FORMS}")
+            if values["cloud"] not in (None, cloud):
+                raise item.fail("image", f"{values['image']!r} is an image of {cloud}, not of {values['cloud']}")
         item.finish()
         out.append(ResourceFilter(**values))
     return tuple(out)

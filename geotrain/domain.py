@@ -15,6 +15,7 @@ Units are in names: ``_usd_per_hour``, ``_gib``, ``_gbps``, ``_per_hour``, ``_s`
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
@@ -295,12 +296,36 @@ class DatasetSpec:
         return self.bytes_per_sample * self.reads_per_sample
 
 
+_AMI = re.compile(r"^ami-[0-9a-f]{8,17}$")
+_GCP_IMAGE = re.compile(r"^(https://www\.googleapis\.com/compute/v1/)?projects/[^/\s]+/global/"
+                        r"(images|images/family|machineImages)/[^/\s]+$")
+_AZURE_URN = re.compile(r"^[^:/\s]+:[^:/\s]+:[^:/\s]+:[^:/\s]+$")
+_AZURE_IMAGE_ID = re.compile(r"^/subscriptions/[^/]+/resourceGroups/[^/]+/providers/Microsoft\.Compute/"
+                             r"(images|galleries)/.+$", re.IGNORECASE)
+IMAGE_FORMS = ("an AMI id (ami-…, AWS), projects/PROJECT/global/images/NAME or …/images/family/NAME (GCP), "
+               "PUBLISHER:OFFER:SKU:VERSION or an image's resource ID /subscriptions/…/providers/Microsoft.Compute/"
+               "images/… or …/galleries/… (Azure)")
+
+
+def image_cloud(image: str) -> str | None:
+    """The cloud a boot image belongs to, by its form (SkyPilot's ``image_id``; ``IMAGE_FORMS``), or None."""
+    image = image.strip()
+    if _AMI.match(image):
+        return "aws"
+    if _GCP_IMAGE.match(image):
+        return "gcp"
+    if _AZURE_URN.match(image) or _AZURE_IMAGE_ID.match(image):
+        return "azure"
+    return None
+
+
 @dataclass(frozen=True, slots=True)
 class ResourceFilter:
     """One resource choice of a task file (SkyPilot's ``resources``, or one of its ``any_of`` /
     ``ordered`` items): an offer matches when it meets every field that is set. Accelerator names
     match exactly (case-insensitive), as SkyPilot's do: ``A100`` is not ``A100-80GB``; the count is
-    per node and exact. ``market`` None: spot or on-demand, whichever the plan prefers."""
+    per node and exact. ``market`` None: spot or on-demand, whichever the plan prefers. ``image``: the
+    boot image of the choice's nodes (its cloud's, by ``image_cloud``; an AMI only in its ``region``)."""
 
     cloud: str | None = None
     region: str | None = None
@@ -313,10 +338,13 @@ class ResourceFilter:
     min_memory_gib: float | None = None
     max_memory_gib: float | None = None
     market: Market | None = None
+    image: str | None = None
 
     def matches(self, offer: Offer) -> bool:
         loc, shape = offer.location, offer.shape
         if self.cloud is not None and loc.cloud != self.cloud:
+            return False
+        if self.image is not None and loc.cloud != image_cloud(self.image):
             return False
         if self.region is not None and loc.region != self.region:
             return False
@@ -368,6 +396,11 @@ class Constraints:
     # a task file's resource choices: an offer must match one of them (none given: no such filter)
     resources: tuple[ResourceFilter, ...] = ()
     node_count: int | None = None  # exactly this many nodes (a task's ``num_nodes``: a pinned shape)
+
+    def image_for(self, offer: Offer) -> str | None:
+        """The boot image the task names for ``offer``'s nodes: that of the first resource choice it
+        matches that names one; None: the provider's own image."""
+        return next((r.image for r in self.resources if r.image is not None and r.matches(offer)), None)
 
 
 @dataclass(frozen=True, slots=True)

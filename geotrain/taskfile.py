@@ -25,7 +25,14 @@ and geotrain's own fields beside them, which extend it: ``workload``, ``target_s
 chooses, and ``num_nodes`` (when given) pins the node count.
 
 What geotrain does not do is refused by name, never ignored: e.g. ``service`` (serving),
-``resources.ports``, ``resources.image_id``, ``file_mounts`` from cloud storage.
+``resources.ports``, ``file_mounts`` from cloud storage, a ``docker:`` image.
+
+``resources.image_id`` (SkyPilot's) is the nodes' boot image, its cloud told by its form: an AMI
+(``ami-…``: AWS, which exists in one region, so give ``region`` too, or per region:
+``image_id: {us-east-1: ami-…, us-west-2: ami-…}``, which plans only in those regions), a GCP image
+(``projects/P/global/images/NAME`` or ``…/images/family/F``), an Azure marketplace URN
+(``PUBLISHER:OFFER:SKU:VERSION``) or image resource ID. The plan keeps it with the resource choice
+(``ResourceFilter.image``) and launch boots it on the nodes of that choice.
 """
 
 from __future__ import annotations
@@ -35,7 +42,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from geotrain.domain import UNMODELLED_WORKLOAD
+from geotrain.domain import IMAGE_FORMS, UNMODELLED_WORKLOAD, image_cloud
 from geotrain.errors import JobSpecError
 
 # Top-level SkyPilot keys that make a file a task file (a job spec has none of them).
@@ -55,7 +62,6 @@ _REFUSED_TOP = {
 }
 _REFUSED_RESOURCES = {
     "ports": "geotrain opens no ports on nodes but its agent's",
-    "image_id": "geotrain boots each cloud's deep-learning image",
     "disk_size": "geotrain boots the image's default disk",
     "disk_tier": "geotrain boots the image's default disk",
     "network_tier": "not supported",
@@ -68,7 +74,8 @@ _REFUSED_RESOURCES = {
     "priority": "not supported",
     "volumes": "not supported",
 }
-_RESOURCE_KEYS = ("infra", "cloud", "region", "zone", "accelerators", "use_spot", "cpus", "memory", "instance_type")
+_RESOURCE_KEYS = ("infra", "cloud", "region", "zone", "accelerators", "use_spot", "cpus", "memory", "instance_type",
+                  "image_id")
 _CLOUD_ALIASES = {"aws": "aws", "gcp": "gcp", "azure": "azure", "onprem": "onprem"}
 _AMOUNT = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(\+?)\s*$")
 
@@ -196,10 +203,39 @@ def _choice(fields: dict[str, Any], where: str) -> list[dict[str, Any]]:
             one[low] = amount
             if not at_least:
                 one[high] = amount
+    images = _images(fields.get("image_id"), one, f"{where}.image_id")
     accelerators = _accelerators(fields.get("accelerators"), f"{where}.accelerators")
+    with_images = [{**one, **image} for image in images] if images else [one]
     if not accelerators:
-        return [one]
-    return [{**one, "accelerator": name, "accelerator_count": count} for name, count in accelerators]
+        return with_images
+    return [{**choice, "accelerator": name, "accelerator_count": count}
+            for choice in with_images for name, count in accelerators]
+
+
+def _images(value: Any, one: dict[str, Any], where: str) -> list[dict[str, Any]]:
+    """``image_id``: one image, or a mapping region → image (one choice per region) → the fields each
+    choice gets (``image``, its ``cloud``, and the ``region`` of a per-region image)."""
+    if value is None:
+        return []
+    pairs = ([(str(k), v) for k, v in value.items()] if isinstance(value, Mapping) else [(one.get("region"), value)])
+    out = []
+    for region, image in pairs:
+        text = _text(image, f"{where}.{region}" if isinstance(value, Mapping) else where)
+        if text.startswith("docker:"):
+            raise JobSpecError(f"{where}: {text!r}: docker images are not supported (geotrain runs the task on the "
+                               "VM's own image); install what it needs in setup")
+        cloud = image_cloud(text)
+        if cloud is None:
+            raise JobSpecError(f"{where}: {text!r} is not {IMAGE_FORMS}")
+        if one.get("cloud") not in (None, cloud):
+            raise JobSpecError(f"{where}: {text!r} is an image of {cloud}, but the resources name {one['cloud']}")
+        if one.get("region") not in (None, region):
+            raise JobSpecError(f"{where}: an image for {region}, but the resources name region {one['region']}")
+        if cloud == "aws" and region is None:
+            raise JobSpecError(f"{where}: {text!r}: an AMI exists in one region; give the region (region: R or "
+                               "infra: aws/R), or image_id as a mapping REGION: AMI")
+        out.append({"image": text, "cloud": cloud, **({"region": region} if region else {})})
+    return out
 
 
 def _infra(fields: dict[str, Any], where: str) -> tuple[str | None, str | None, str | None]:

@@ -19,6 +19,7 @@ from geotrain.planning.planfile import load_plan, plan_from_dict
 from geotrain.procs import pid_alive
 from geotrain.providers.base import LOCAL_PROVIDER, Provider
 from geotrain.providers.base import LaunchRequest
+from geotrain.providers.bootimage import boot_image, launch_images
 from geotrain.providers.identity import identities_by_cloud, store_access_problem
 from geotrain.providers.registry import PROVIDER_NAMES, ProviderSettings, dry_run_calls, make_provider, parse_names
 from geotrain.train.worker_env import outbound_address
@@ -42,7 +43,9 @@ def launch_options(*, preempt_rate: float | None = None, preempt_trace: Path | N
     schedule = PreemptionSchedule(events, preempt_rate, notice_s, seed, faults)
     roles = tuple(given.pop("instance_roles", None) or ())  # type: ignore[arg-type]
     identities_by_cloud(roles)  # each names one cloud's identity, by its form; one per cloud
-    return LaunchOptions(instance_roles=roles, checkpoint_location=checkpoint_region, block_s=block_min * 60, seed=seed,
+    images = tuple(given.pop("images", None) or ())  # type: ignore[arg-type]
+    launch_images(images)  # each an image of one cloud, by its form
+    return LaunchOptions(instance_roles=roles, images=images, checkpoint_location=checkpoint_region, block_s=block_min * 60, seed=seed,
                          preemptions=schedule, **given)  # type: ignore[arg-type]
 
 
@@ -184,7 +187,8 @@ def dry_run(plan: Plan | Path, options: LaunchOptions, *, provider_name: str | N
     run_id = "run-dry-run"
     for item in plan.items:
         for k in range(item.count):
-            request = LaunchRequest(f"{run_id}/{item.offer.offer_id}/{k}", run_id, item.offer)
+            request = LaunchRequest(f"{run_id}/{item.offer.offer_id}/{k}", run_id, item.offer,
+                                    image=boot_image(item.offer, plan.job.constraints, options.images))
             node = {"node": request.request_id, "offer": item.offer.offer_id, "market": item.offer.market.value,
                     "usd_per_hour": item.offer.price_usd_per_hour}
             if names == (LOCAL_PROVIDER,):

@@ -50,6 +50,10 @@ def launch(
                                             help="The identity the cloud nodes get, to reach the checkpoint store: an "
                                                  "AWS instance profile (name or ARN), a GCP service account (email) "
                                                  "or an Azure user-assigned identity (resource ID); once per cloud."),
+    image: list[str] = typer.Option(None, "--image", metavar="IMAGE",
+                                    help="Boot this image instead of the task's image_id or the cloud's "
+                                         "deep-learning image: ami-… (AWS; REGION=ami-… per region), "
+                                         "projects/…/global/images/… (GCP), PUBLISHER:OFFER:SKU:VERSION (Azure)."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print what each provider would call (VMs, zones, prices, "
                                                           "the startup script) without calling it."),
     emulate_wan: bool = typer.Option(False, "--emulate-wan",
@@ -78,7 +82,7 @@ def launch(
             raise InputError("--dry-run needs a plan file or task file (and no --resume)")
         options = app_launch.launch_options(steps=steps, command=tuple(ctx.args), train_workload=train_workload,
                                             sync=sync, control_address=control_address,
-                                            instance_roles=tuple(instance_role or ()))
+                                            instance_roles=tuple(instance_role or ()), images=tuple(image or ()))
         shown = plan or plan_path
         _show_dry_run(app_launch.dry_run(shown, options, provider_name=provider), as_json,
                       app_launch.in_the_clear(shown, provider_name=provider))
@@ -97,7 +101,7 @@ def launch(
             checkpoint_every=checkpoint_every, deterministic=deterministic, max_restarts=max_restarts,
             block_min=block_min, max_spend_usd=max_spend_usd, seed=seed, preempt_rate=preempt_rate,
             preempt_trace=preempt_trace, preempt_at=preempt_at, notice_s=notice, control_address=control_address,
-            instance_roles=tuple(instance_role or ()),
+            instance_roles=tuple(instance_role or ()), images=tuple(image or ()),
         )
         outcome = app_launch.launch(plan or plan_path, options, provider_name=provider, on_status=show,
                                     on_start=partial(_started, err=as_json), emulate_wan=emulate_wan,

@@ -39,11 +39,13 @@ class LaunchOptions:
     backoff_s: float = 0.5  # first pause after a throttled launch (doubles each time)
     control_address: str | None = None  # where remote nodes reach the launcher (default: its outbound address)
     instance_roles: tuple[str, ...] = ()  # identities the cloud nodes get (geotrain.providers.identity)
+    images: tuple[str, ...] = ()  # boot images instead of the task's or the providers' (geotrain.providers.bootimage)
 
     def to_dict(self) -> dict:
         data = asdict(self)
         data["command"] = list(self.command)
         data["instance_roles"] = list(self.instance_roles)
+        data["images"] = list(self.images)
         data["preemptions"] = self.preemptions.to_dict()
         return data
 
@@ -53,6 +55,7 @@ class LaunchOptions:
         data = {k: v for k, v in data.items() if k in known}  # a ledger of an older geotrain may hold more
         data["command"] = tuple(data.get("command") or ())
         data["instance_roles"] = tuple(data.get("instance_roles") or ())
+        data["images"] = tuple(data.get("images") or ())
         data["preemptions"] = schedule_from_dict(data.get("preemptions") or {})
         return cls(**data)
 

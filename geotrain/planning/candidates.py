@@ -59,7 +59,8 @@ def passes_filters(offer: Offer, job: JobSpec, blocked: frozenset[str]) -> bool:
         return False
     if blocked and ({loc.cloud, loc.zone_scope, loc.region_scope, offer.offer_id} & blocked):
         return False
-    return image_gap(offer) is None  # a node that would boot an image its accelerator cannot use
+    # a node that would boot an image its accelerator cannot use, unless the task names its own image
+    return image_gap(offer) is None or c.image_for(offer) is not None
 
 
 def _accelerator_matches(name: str | None, wanted: frozenset[str]) -> bool:

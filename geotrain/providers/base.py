@@ -80,6 +80,7 @@ class LaunchRequest:
     request_id: str
     run_id: str  # every node is tagged with its run; list(run_id) finds them all
     offer: Offer  # where and what to launch
+    image: str | None = None  # the boot image (the offer's cloud's form, geotrain.domain.image_cloud); None: the provider's
 
 
 @dataclass(frozen=True, slots=True)

@@ -108,3 +108,39 @@ def test_an_object_store_the_cloud_nodes_have_no_credentials_for_is_refused_befo
     assert "nodes on azure could not write the checkpoint store s3://bucket/run" in result.output
     assert "AWS_ACCESS_KEY_ID" in result.output and "Traceback" not in result.output
     assert not (geotrain_home / "ledger.sqlite").exists()  # no run began, no provider was asked for anything
+
+
+def test_each_clouds_nodes_boot_the_image_named_for_that_cloud(mix, no_clouds) -> None:  # noqa: F811
+    gcp = "projects/my-project/global/images/family/my-trainer"
+    result = runner.invoke(app, ["launch", str(mix), "--provider", "aws,gcp,azure", "--dry-run", "--json",
+                                 "--image", "us-west-2=ami-0868a20f5a3bf9702", "--image", gcp,
+                                 "--image", "microsoft-dsvm:ubuntu-2004:2004-gen2:21.11.04"])
+    assert result.exit_code == 0, result.output
+    nodes = json.loads(result.stdout)["nodes"]
+    calls = [c["call"] for c in nodes[0]["calls"]]
+    run = next(c for c in nodes[0]["calls"] if c["call"] == "ec2.run_instances")["params"]
+    assert run["ImageId"] == "ami-0868a20f5a3bf9702" and "ssm.get_parameter" not in calls  # no default to look up
+    insert = next(c for c in nodes[1]["calls"] if c["call"] == "compute.instances.insert")["params"]
+    assert insert["instance_resource"]["disks"][0]["initializeParams"]["sourceImage"] == gcp
+    create = next(c for c in nodes[2]["calls"] if c["call"] == "compute.virtual_machines.begin_create_or_update")
+    assert '"sku": "2004-gen2"' in json.dumps(create)
+    other_region = runner.invoke(app, ["launch", str(mix), "--provider", "aws,gcp,azure", "--dry-run", "--json",
+                                       "--image", "us-east-1=ami-0868a20f5a3bf9702"])
+    run = next(c for c in json.loads(other_region.stdout)["nodes"][0]["calls"] if c["call"] == "ec2.run_instances")
+    assert run["params"]["ImageId"].startswith("<value of SSM parameter")  # that AMI is for another region
+
+
+def test_an_image_of_no_known_form_is_refused(mix) -> None:
+    result = runner.invoke(app, ["launch", str(mix), "--provider", "aws,gcp,azure", "--dry-run", "--image", "ubuntu"])
+    assert result.exit_code == 2 and "is not an AMI id" in result.output, result.output
+
+
+def test_a_tasks_image_id_is_what_its_nodes_boot(tmp_path: Path, geotrain_home: Path, no_clouds) -> None:  # noqa: F811
+    task = tmp_path / "task.yaml"
+    task.write_text("resources:\n  accelerators: T4:1\n  use_spot: true\n"
+                    "  image_id: {us-west-2: ami-0868a20f5a3bf9702}\nrun: nvidia-smi\n")
+    result = runner.invoke(app, ["launch", str(task), "--provider", "aws", "--dry-run", "--json"])
+    assert result.exit_code == 0, result.output
+    [node] = json.loads(result.stdout)["nodes"]
+    run = next(c for c in node["calls"] if c["call"] == "ec2.run_instances")["params"]
+    assert run["ImageId"] == "ami-0868a20f5a3bf9702" and node["offer"].startswith("aws/us-west-2/")

@@ -601,3 +601,14 @@ def test_the_nodes_get_the_instance_profile_the_launch_names(fake, aws, geotrain
         iam.remove_role_from_instance_profile(InstanceProfileName="geotrain-nodes", RoleName="geotrain-nodes")
         iam.delete_instance_profile(InstanceProfileName="geotrain-nodes")
         iam.delete_role(RoleName="geotrain-nodes")
+
+
+def test_a_request_with_its_own_image_boots_it_and_asks_no_parameter(fake, aws, geotrain_home):
+    mine = aws.describe_images(Owners=["amazon"])["Images"]
+    image = next(i["ImageId"] for i in mine if i["ImageId"] != DLAMI_IMAGE_ID)
+    run = new_run()
+    base = request(run)
+    provider(fake, geotrain_home).launch(LaunchRequest(base.request_id, run, base.offer, image=image))
+    [inst] = instances(aws, run)
+    assert inst["ImageId"] == image
+

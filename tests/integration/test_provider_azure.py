@@ -424,3 +424,20 @@ def test_the_nodes_get_the_managed_identity_the_launch_names(fake) -> None:
     model = VirtualMachine(vm)  # read by the SDK's own model of a VM (REST JSON)
     assert model.identity.type == ResourceIdentityType.USER_ASSIGNED
     assert list(model.identity.user_assigned_identities) == [identity]
+
+
+@pytest.mark.parametrize(("image", "reference"), [
+    ("microsoft-dsvm:ubuntu-2004:2004-gen2:21.11.04",
+     {"publisher": "microsoft-dsvm", "offer": "ubuntu-2004", "sku": "2004-gen2", "version": "21.11.04"}),
+    ("/subscriptions/0/resourceGroups/ml/providers/Microsoft.Compute/galleries/g/images/trainer/versions/1.0.0",
+     {"id": "/subscriptions/0/resourceGroups/ml/providers/Microsoft.Compute/galleries/g/images/trainer/versions/1.0.0"}),
+])
+def test_a_request_with_its_own_image_boots_it(fake, provider, image, reference) -> None:
+    from azure.mgmt.compute.models import VirtualMachine
+
+    base = request("run-image")
+    provider.launch(LaunchRequest(base.request_id, base.run_id, base.offer, image=image))
+    [vm] = fake.vms()
+    assert vm["properties"]["storageProfile"]["imageReference"] == reference
+    ref = VirtualMachine(vm).storage_profile.image_reference  # the SDK's own model reads it as an image reference
+    assert {name: getattr(ref, name) for name in reference} == reference

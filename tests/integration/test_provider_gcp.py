@@ -618,3 +618,10 @@ def test_the_nodes_get_the_service_account_the_launch_names(fake) -> None:
     assert inst["serviceAccounts"] == [{"email": email, "scopes": ["https://www.googleapis.com/auth/cloud-platform"]}]
     plain = gcp(fake).launch(req(new_run()))
     assert "serviceAccounts" not in fake.find(plain.node_id)[1]  # no identity unless one is named
+
+
+def test_a_request_with_its_own_image_boots_it(fake) -> None:
+    image = "projects/my-project/global/images/family/my-trainer"
+    base = req(new_run())
+    node = gcp(fake).launch(LaunchRequest(base.request_id, base.run_id, base.offer, image=image))
+    assert fake.find(node.node_id)[1]["disks"][0]["initializeParams"]["sourceImage"] == image

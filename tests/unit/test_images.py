@@ -33,3 +33,13 @@ def test_asking_only_for_such_accelerators_says_why_by_name() -> None:
                   constraints=Constraints(accelerators=frozenset({"Trainium"})))
     with pytest.raises(InputError, match=r"Trainium \(AWS Neuron\): offers of these need an image"):
         check_names(job, [offer("Trainium"), offer("T4")])
+
+
+def test_a_task_that_names_its_own_image_for_such_offers_gets_them() -> None:
+    from geotrain.domain import ResourceFilter
+
+    neuron = ResourceFilter(region="us-east-1", accelerator="Trainium", image="ami-0123456789abcdef0")
+    job = JobSpec("j", "resnet50", Objective.MIN_COST, target_samples_per_s=1.0,
+                  constraints=Constraints(resources=(neuron, ResourceFilter(accelerator="Inferentia"))))
+    assert passes_filters(offer("Trainium"), job, frozenset())  # the Neuron AMI the task names boots them
+    assert not passes_filters(offer("Inferentia"), job, frozenset())  # no image named for these

@@ -145,3 +145,36 @@ def test_paths_are_beside_the_task_file_and_the_job_round_trips_through_its_mapp
     assert dict(job.task.envs) == {"EPOCHS": "3", "MODE": "fast"}
     again = parse_job_spec(Fields(job_to_mapping(job), origin="plan", error=JobSpecError), base_dir=Path("/elsewhere"))
     assert again == job
+
+
+def test_image_id_in_skypilots_forms_is_the_boot_image_of_its_choice_and_round_trips():
+    job = job_of("resources: {infra: aws/us-east-1, accelerators: A100:8, image_id: ami-0868a20f5a3bf9702}\nrun: x")
+    [only] = job.constraints.resources
+    assert (only.cloud, only.region, only.image) == ("aws", "us-east-1", "ami-0868a20f5a3bf9702")
+    assert job.constraints.image_for(offer()) == "ami-0868a20f5a3bf9702"
+    assert job.constraints.image_for(offer(region="us-west-2")) is None  # not a choice of the task
+    per_region = job_of("resources:\n  accelerators: A100:8\n  image_id: {us-east-1: ami-0729d913a335efca7, "
+                        "us-west-2: ami-050814f384259894c}\nrun: x")
+    assert [(r.region, r.image) for r in per_region.constraints.resources] == [
+        ("us-east-1", "ami-0729d913a335efca7"), ("us-west-2", "ami-050814f384259894c")]  # only those regions
+    assert per_region.constraints.image_for(offer(region="us-west-2")) == "ami-050814f384259894c"
+    gcp = "projects/deeplearning-platform-release/global/images/common-cpu-v20230615-debian-11-py310"
+    branch = job_of(f"resources:\n  accelerators: A100:8\n  any_of:\n    - {{infra: gcp, image_id: {gcp}}}\n"
+                    "    - {infra: aws}\nrun: x")
+    assert [(r.cloud, r.image) for r in branch.constraints.resources] == [("gcp", gcp), ("aws", None)]
+    assert branch.constraints.image_for(offer()) is None and branch.constraints.image_for(offer(cloud="gcp")) == gcp
+    again = parse_job_spec(Fields(job_to_mapping(branch), origin="plan", error=JobSpecError), base_dir=Path("/x"))
+    assert again.constraints.resources == branch.constraints.resources  # the plan file keeps each choice's image
+    azure = job_of("resources: {image_id: 'microsoft-dsvm:ubuntu-2004:2004-gen2:21.11.04'}\nrun: x")
+    assert azure.constraints.resources[0].cloud == "azure"
+
+
+@pytest.mark.parametrize("text, said", [
+    ("resources: {image_id: ami-0868a20f5a3bf9702}\nrun: x", "an AMI exists in one region"),
+    ("resources: {infra: gcp/us-east1, image_id: ami-0868a20f5a3bf9702}\nrun: x", "an image of aws"),
+    ("resources: {image_id: ubuntu-latest}\nrun: x", "is not an AMI id"),
+    ("resources: {region: us-east-1, image_id: {us-west-2: ami-050814f384259894c}}\nrun: x", "an image for us-west-2"),
+])
+def test_an_image_id_geotrain_cannot_boot_says_why(text, said):
+    with pytest.raises(JobSpecError, match=said):
+        job_of(text)

@@ -199,9 +199,9 @@ class AwsProvider(SshNodes):
             {"call": "ec2.authorize_security_group_ingress", "params": {
                 "GroupId": group, "IpPermissions": _dry_ingress(self.nodes.ssh_port, cidr, group)}},
         ]
-        if self.image_id is None:
+        if (request.image or self.image_id) is None:
             calls.append({"call": "ssm.get_parameter", "params": {"Name": self.image_parameter}})
-        image = self.image_id or f"<value of SSM parameter {self.image_parameter} in {region}>"
+        image = request.image or self.image_id or f"<value of SSM parameter {self.image_parameter} in {region}>"
         zone = f"<zone name of {loc.zone} in {region}>" if loc.zone else None
         calls.append({"call": "ec2.run_instances", "params": self._run_params(
             request, records.client_token(request.request_id), image, group, zone, TOKEN_PLACEHOLDER)})
@@ -231,7 +231,7 @@ class AwsProvider(SshNodes):
                     return self._made(request, found)
             zone = self._zone_name(region, offer.location.zone, offer.offer_id) if offer.location.zone else None
             group_id = self._ensure_group(request.run_id, region)
-            image = rec.get("image_id") or self._image(region)
+            image = rec.get("image_id") or request.image or self._image(region)
             if not rec.get("image_id"):
                 with self._state.locked() as state:  # a retry sends the same parameters (ClientToken)
                     if request.request_id in state["nodes"]:

@@ -140,6 +140,15 @@ def nic_body(offer: Offer, run_id: str, request_id: str, *, subnet_id: str, ip_i
             "publicIPAddress": {"id": ip_id, "properties": {"deleteOption": "Delete"}}}}]}}
 
 
+def image_reference(image: str) -> dict[str, str]:
+    """``storageProfile.imageReference`` of an image name: a marketplace URN PUBLISHER:OFFER:SKU:VERSION, or
+    a managed or gallery image's resource ID."""
+    if image.startswith("/"):
+        return {"id": image}
+    publisher, offer, sku, version = image.split(":")
+    return {"publisher": publisher, "offer": offer, "sku": sku, "version": version}
+
+
 def custom_data(script: str) -> str:
     return base64.b64encode(script.encode("utf-8")).decode("ascii")
 

@@ -342,7 +342,8 @@ class AzureProvider(SshNodes):
 
     def _vm_body(self, request: LaunchRequest, name: str, nic_id: str, custom: str, key: str) -> dict[str, Any]:
         return arm.vm_body(request.offer, request.run_id, request.request_id, name=name, nic_id=nic_id,
-                           custom_data_b64=custom, ssh_public_key=key, image=self.image,
+                           custom_data_b64=custom, ssh_public_key=key,
+                           image=arm.image_reference(request.image) if request.image else self.image,
                            admin_username=self.admin_username, os_disk_type=self.os_disk_type,
                            os_disk_gib=self.os_disk_gib, identity=self.instance_role)
 

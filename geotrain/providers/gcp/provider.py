@@ -315,7 +315,7 @@ class GcpProvider(SshNodes):
 
     def _body(self, request: LaunchRequest, zone: str, script: str) -> dict[str, Any]:
         return instance_body(name=instance_name(request.request_id), zone=zone, request_id=request.request_id,
-                             run_id=request.run_id, offer=request.offer, script=script, image=self.image,
+                             run_id=request.run_id, offer=request.offer, script=script, image=request.image or self.image,
                              network=self.vpc_network, disk_gb=self.disk_gb, disk_type=self.disk_type,
                              service_account=self.instance_role)
 
