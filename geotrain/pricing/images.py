@@ -3,7 +3,8 @@
 geotrain's nodes boot each cloud's x86-64 deep-learning image with NVIDIA's driver (AWS's Deep
 Learning Base OSS Nvidia Driver AMI, GCP's Deep Learning VM, Azure's Ubuntu HPC image). An offer whose
 accelerator needs another software stack would boot an image that cannot use it: such offers are priced
-in the catalog but left out of plans, with the reason, until an image for them is supported.
+in the catalog but left out of plans, with the reason, unless the task names an image for them
+(``resources.image_id``: ``Constraints.image_for``, which ``planning.candidates`` asks).
 """
 
 from __future__ import annotations
