@@ -125,6 +125,9 @@ class LinkClass(StrEnum):
 CLOUD_ONPREM = "onprem"
 
 
+GLOBAL_NETWORK_CLOUDS = frozenset({"gcp"})  # one private network (VPC) across all of the cloud's regions
+
+
 @dataclass(frozen=True, slots=True)
 class Location:
     """Where an offer runs. ``zone`` is "" when the price holds for the whole region."""
@@ -142,6 +145,14 @@ class Location:
     def zone_scope(self) -> str:
         """The narrowest scope that preemptions are correlated in: the zone, else the region."""
         return f"{self.cloud}/{self.region}/{self.zone}" if self.zone else self.region_scope
+
+    @property
+    def network_scope(self) -> str:
+        """The private network a node here is in, where its peers reach it at its private address without
+        crossing the internet: a GCP VPC network spans every region (its regional subnets route to each
+        other over Google's own network); an AWS VPC or an Azure VNet is one region's; an on-prem site
+        is its own LAN."""
+        return self.cloud if self.cloud in GLOBAL_NETWORK_CLOUDS else self.region_scope
 
 
 def link_class(src: Location, dst: Location) -> LinkClass:

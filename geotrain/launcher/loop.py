@@ -606,10 +606,11 @@ class Launcher:
 
 def peer_addresses(members: list[NodeInfo]) -> list[str]:
     """Where the members reach each other (head first): their private addresses when all are VMs of one
-    cloud region (one VPC: a public address would leave it and come back in through the firewall, as
-    a stranger's), else the addresses they are reached at."""
-    regions = {(n.location.cloud, n.location.region) for n in members}
-    if len(regions) == 1 and all(n.private_address for n in members):
+    private network (``Location.network_scope``: an AWS region's VPC, an Azure region's VNet, a GCP
+    network across its regions; a public address would leave it and come back in through the firewall,
+    as a stranger's), else the addresses they are reached at."""
+    networks = {n.location.network_scope for n in members}
+    if len(networks) == 1 and all(n.private_address for n in members):
         return [n.private_address for n in members]
     return [n.address for n in members]
 

@@ -2,8 +2,9 @@
 and ``launch --dry-run`` print about it.
 
 Between nodes, training traffic (torch.distributed's gloo or NCCL, geotrain's own WAN transport) is
-plain TCP: inside one VPC (an AWS region's default VPC, a GCP network, an Azure VNet) or one on-prem
-site it stays there; between regions, clouds or sites it crosses the internet as it is. The launcher's
+plain TCP: inside one private network (``Location.network_scope``: an AWS region's default VPC, an
+Azure region's VNet, a GCP network across all its regions) or one on-prem site it stays there; between
+them (other regions of AWS or Azure, other clouds or sites) it crosses the internet as it is. The launcher's
 own traffic (commands, files, the rendezvous store) rides its SSH connections where the provider uses
 them, and the node agents' plain HTTP where it does not.
 """
@@ -19,11 +20,12 @@ SSH_CLOUDS = frozenset({"aws", "azure", "gcp", "onprem"})  # providers whose con
 
 def plaintext_words(locations: Iterable[Location]) -> str | None:
     """The sentence, or None when nothing of the mix's training traffic leaves one network."""
-    places = sorted({(loc.cloud, loc.region) for loc in locations})
-    clouds = sorted({cloud for cloud, _ in places})
+    locations = list(locations)
+    places = sorted({loc.network_scope for loc in locations})
+    clouds = sorted({loc.cloud for loc in locations})
     words = []
     if len(places) > 1:
-        names = ", ".join(f"{cloud}/{region}" for cloud, region in places)
+        names = ", ".join(places)
         words.append(f"training traffic between {names} crosses the internet unencrypted (plain TCP between the "
                      "nodes' public addresses): use a strategy and data you accept in the clear, or keep the mix "
                      "in one region or site")

@@ -10,7 +10,9 @@
             ...
         hv.close()
 
-- **One VPC per (cloud, region)**: the first VM of ``("aws", "us-east-1")`` makes a public LAN
+- **One VPC per (cloud, region)**, as AWS VPCs and Azure VNets are, and one for all of GCP (a GCP VPC
+  network is global: its regional subnets route to each other on private addresses; here one range
+  serves every region): the first VM of ``("aws", "us-east-1")`` makes a public LAN
   ``aws-us-east-1`` of the world (1:1 NAT to public addresses, inbound closed), with ``intra_lan=False``:
   VMs of one VPC reach each other only where a rule admits it (a security group / firewall rule), as
   on a real cloud where the default network's "allow internal" rule is a rule like any other.
@@ -54,6 +56,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from geotrain.domain import GLOBAL_NETWORK_CLOUDS
 from tests.fakes.hosts import Host, HostClosed, Lan, Rule, World, _ip, _nft_cmd
 
 if TYPE_CHECKING:
@@ -231,11 +234,12 @@ class HostHypervisor:
         return self.hosts[vm_id].private_address
 
     def lan(self, cloud: str, region: str) -> Lan:
-        """The VPC of (cloud, region), made on first use."""
+        """The VPC of (cloud, region), made on first use; GCP's spans its regions (one network)."""
         with self._lock:
-            key = (cloud, region)
+            key = (cloud, "" if cloud in GLOBAL_NETWORK_CLOUDS else region)
             if key not in self._lans:
-                self._lans[key] = self.world.lan(f"{cloud}-{region}", public=True, intra_lan=False)
+                name = f"{cloud}-{region}" if key[1] else f"{cloud}-net"
+                self._lans[key] = self.world.lan(name, public=True, intra_lan=False)
                 if self.metadata is not None:
                     self._start_relay(self._lans[key])
             return self._lans[key]

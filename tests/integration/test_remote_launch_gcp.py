@@ -6,7 +6,8 @@ it has an image with torch but no geotrain, cannot read the launcher's files nor
 reached at its external address only where the run's firewall rules let the launcher in.
 
 The launcher ships geotrain over SSH, copies the workdir and file mount, and runs torchrun DDP across
-two VMs of one network (their private addresses, admitted by the run's source-tag rule). One VM is
+two VMs in two regions of one network (a GCP VPC network is global: their private addresses, admitted
+by the run's source-tag rule). One VM is
 preempted: GCE's `instance/preempted` turns TRUE in its metadata server and, after the notice (GCE's
 30 s, here a few), the VM is gone; the launcher launches a replacement and the task resumes from the
 checkpoint, in a Filestore-like share that every VM mounts. The run completes, and nothing is left
@@ -29,6 +30,7 @@ from tests.remote_task import check_resumed_and_done, faithful_cloud, plan_and_l
 
 pytestmark = pytest.mark.slow
 
+TWO_REGIONS = "gcp/us-central1-a/n1-standard-8+T4,gcp/us-west1-b/n1-standard-8+T4"  # one network, two regions
 SHARE = "/mnt/filestore"  # where every VM mounts the shared file system (the launcher does not)
 
 
@@ -40,7 +42,7 @@ def cloud() -> Iterator[tuple[H.World, HostHypervisor, GcpComputeFake, Path]]:
 
 def test_a_task_trains_on_spot_vms_behind_their_firewall_and_survives_a_preemption(cloud, tmp_path: Path) -> None:
     world, hv, gcp, share = cloud
-    work = user_folder(tmp_path, "infra: gcp/us-central1\naccelerators: T4:1\nuse_spot: true\n", "the bucket's data\n")
+    work = user_folder(tmp_path, "infra: gcp\naccelerators: T4:1\nuse_spot: true\n", "the bucket's data\n")
     env = {**os.environ, "GEOTRAIN_GCP_ENDPOINT": gcp.url, "GOOGLE_CLOUD_PROJECT": PROJECT}
     env.pop("COLUMNS", None)
 
@@ -49,6 +51,7 @@ def test_a_task_trains_on_spot_vms_behind_their_firewall_and_survives_a_preempti
         assert found is not None, first
         # the VMs' private addresses are what GCE reports, and the run's rules admit the launcher to SSH alone
         vms = {name: gcp.vm_id(gcp.find(name)[0], name) for name in first}
+        assert {gcp.find(name)[0].rsplit("-", 1)[0] for name in first} == {"us-central1", "us-west1"}  # two regions
         for name, vm in vms.items():
             assert gcp.find(name)[1]["networkInterfaces"][0]["networkIP"] == hv.private_address(vm)
             peers = {f"{hv.private_address(v)}/32" for n, v in vms.items() if n != name}
@@ -56,7 +59,7 @@ def test_a_task_trains_on_spot_vms_behind_their_firewall_and_survives_a_preempti
                 {(f"{world.launcher_public}/32", "tcp", (7422, 7422))} | {(p, "tcp", (1, 65535)) for p in peers}
         gcp.preempt(found[0], first[1], notice_s=4.0)  # GCE takes the VM back: instance/preempted, then it is gone
 
-    launched = plan_and_launch(work, env, [], ["--provider", "gcp", "--checkpoint-url", f"file://{SHARE}/checkpoints",
+    launched = plan_and_launch(work, env, ["--nodes", TWO_REGIONS], ["--provider", "gcp", "--checkpoint-url", f"file://{SHARE}/checkpoints",
                                                "--control-address", world.launcher_public],
                                event=preempt, checkpoints=share / "checkpoints")
     print(f"\nboot (VM, sshd, ship + install, agent, setup) to first step: {launched.first_step_s:.1f} s; "

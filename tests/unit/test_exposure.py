@@ -19,6 +19,12 @@ def test_regions_clouds_and_sites_apart_are_named_and_plain_http_agents_too() ->
     words = plaintext_words([EAST, WEST])
     assert words is not None and "aws/us-east-1, aws/us-west-2 crosses the internet unencrypted" in words
     words = plaintext_words([EAST, SITE, GCP])
-    assert words is not None and "aws/us-east-1, gcp/europe-west4, onprem/lab" in words
+    assert words is not None and "aws/us-east-1, gcp, onprem/lab" in words
     assert ("gcp node agents over plain HTTP" in words) == ("gcp" not in SSH_CLOUDS)
     assert "over plain HTTP" not in (plaintext_words([EAST, WEST, SITE]) or "")  # AWS and on-prem: over SSH
+
+
+def test_a_gcp_network_spans_its_regions() -> None:
+    iowa = Location("gcp", "us-central1", "us-central1-a", Continent.NORTH_AMERICA)
+    assert plaintext_words([GCP, iowa]) is None  # one VPC network: private addresses, Google's own network
+    assert iowa.network_scope == GCP.network_scope == "gcp" and EAST.network_scope != WEST.network_scope
