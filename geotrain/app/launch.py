@@ -15,6 +15,7 @@ from geotrain.launcher.options import LaunchOptions, RunOutcome, Status
 from geotrain.launcher.preemptions import PreemptionSchedule, load_trace, parse_times
 from geotrain.launcher.training import Training, resolve_training
 from geotrain.ledger import Ledger, RunStatus
+from geotrain.planning.exposure import unjoined_networks
 from geotrain.planning.planfile import load_plan, plan_from_dict
 from geotrain.procs import pid_alive
 from geotrain.providers.base import LOCAL_PROVIDER, Provider
@@ -223,6 +224,12 @@ def launch(plan: Plan | Path, options: LaunchOptions, *, provider_name: str | No
                                        dict(plan.job.task.envs) if plan.job.task else {})
         if problem:
             raise InputError(problem)
+        apart = unjoined_networks(item.offer.location for item in plan.items)
+        if apart:
+            raise InputError(f"the plan's nodes are in {len(apart)} private networks ({', '.join(apart)}), and their "
+                             "training traffic would be dropped: a run's firewall admits its nodes of one network "
+                             "only (per-peer rules across regions and clouds are not made yet); plan them in one "
+                             "AWS or Azure region, or on GCP, whose network spans its regions (plan --regions R)")
     if options.checkpoint_url and not (remote and options.checkpoint_url.startswith("file://")):
         check_checkpoint_url(options.checkpoint_url)  # and a checkpoint location the workers cannot use
     # (a file:// location of nodes on other machines is theirs, not this machine's: each node probes it)

@@ -18,6 +18,22 @@ from geotrain.domain import Location
 SSH_CLOUDS = frozenset({"aws", "azure", "gcp", "onprem"})  # providers whose control traffic rides the launcher's SSH
 
 
+CLOUDS_WITH_NETWORKS = frozenset({"aws", "azure", "gcp"})  # whose run firewalls admit only the run's own network
+
+
+def unjoined_networks(locations: Iterable[Location]) -> tuple[str, ...]:
+    """The private networks of a mix whose nodes could not reach each other, or (): a run's firewall on
+    a cloud admits the run's nodes of its own network only (geotrain makes no per-peer rules for public
+    addresses yet, and a VM does not bind its 1:1-NAT public address), so a mix with cloud nodes in
+    several networks (two AWS or Azure regions, two clouds, a cloud and a site) cannot train. Sites alone
+    are the user's own network to join."""
+    locations = list(locations)
+    places = tuple(sorted({loc.network_scope for loc in locations}))
+    if len(places) > 1 and any(loc.cloud in CLOUDS_WITH_NETWORKS for loc in locations):
+        return places
+    return ()
+
+
 def plaintext_words(locations: Iterable[Location]) -> str | None:
     """The sentence, or None when nothing of the mix's training traffic leaves one network."""
     locations = list(locations)

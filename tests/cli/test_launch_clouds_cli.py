@@ -144,3 +144,11 @@ def test_a_tasks_image_id_is_what_its_nodes_boot(tmp_path: Path, geotrain_home: 
     [node] = json.loads(result.stdout)["nodes"]
     run = next(c for c in node["calls"] if c["call"] == "ec2.run_instances")["params"]
     assert run["ImageId"] == "ami-0868a20f5a3bf9702" and node["offer"].startswith("aws/us-west-2/")
+
+
+def test_a_plan_across_networks_no_rule_joins_is_refused_before_anything_is_bought(mix, geotrain_home) -> None:
+    result = runner.invoke(app, ["launch", str(mix), "--provider", "aws,gcp,azure", "--train-workload", "tiny-cnn",
+                                 "--checkpoint-url", "file:///mnt/share/run"])
+    assert result.exit_code == 2, result.output
+    assert "3 private networks (aws/us-west-2, azure/eastus, gcp)" in result.output and "Traceback" not in result.output
+    assert not (geotrain_home / "ledger.sqlite").exists()

@@ -28,3 +28,13 @@ def test_a_gcp_network_spans_its_regions() -> None:
     iowa = Location("gcp", "us-central1", "us-central1-a", Continent.NORTH_AMERICA)
     assert plaintext_words([GCP, iowa]) is None  # one VPC network: private addresses, Google's own network
     assert iowa.network_scope == GCP.network_scope == "gcp" and EAST.network_scope != WEST.network_scope
+
+
+def test_cloud_nodes_in_several_networks_cannot_be_joined_yet() -> None:
+    from geotrain.planning.exposure import unjoined_networks
+
+    iowa = Location("gcp", "us-central1", "us-central1-a", Continent.NORTH_AMERICA)
+    assert unjoined_networks([EAST, EAST_2]) == () and unjoined_networks([GCP, iowa]) == ()
+    assert unjoined_networks([SITE, Location("onprem", "home", "", Continent.EUROPE)]) == ()  # your own network
+    assert unjoined_networks([EAST, WEST]) == ("aws/us-east-1", "aws/us-west-2")
+    assert unjoined_networks([EAST, GCP]) == ("aws/us-east-1", "gcp") and unjoined_networks([SITE, GCP]) != ()
