@@ -79,7 +79,8 @@ def plan_again(la: Launch, survivors: Counter) -> Replanned:
         inventory = load_inventory(job.onprem_inventory) if job.onprem_inventory else None
     except GeotrainError as exc:
         return Replanned(None, None, rule, keep, blocked, (str(exc),))
-    options = PlanOptions(keep=keep, blocked=blocked | unnamed_opt_in(la, snapshot.offers()), frontier_points=0,
+    left_out = unnamed_opt_in(la, snapshot.offers()) | other_networks(la, snapshot.offers())
+    options = PlanOptions(keep=keep, blocked=blocked | left_out, frontier_points=0,
                           time_limit_s=la.options.replan_time_limit_s, recovery_h=plan.recovery_h,
                           provider=plan.provider, capacity=la.capacity())
     # a job with a deadline restarts its gang either way: the survivors are kept only where that trains
@@ -111,6 +112,20 @@ def unnamed_opt_in(la: Launch, offers: Iterable[Offer]) -> frozenset[str]:
 
     named = named_places(la.plan.job, la.plan, [la.offers[k].location for k in la.wanted if k in la.offers])
     return frozenset(o.location.zone_scope for o in offers if not launcher_may_go(o.location, named))
+
+
+def other_networks(la: Launch, offers: Iterable[Offer]) -> frozenset[str]:
+    """The scopes of ``offers`` a re-plan leaves out on machines of their own (a NodeLink provider): those
+    outside the one private network the plan's nodes are in, which no rule would join to it
+    (``planning.exposure.unjoined_networks``). A plan already across networks is left as it is."""
+    from geotrain.planning.exposure import unjoined_networks
+    from geotrain.providers.base import NodeLink
+
+    home = {item.offer.location.network_scope for item in la.plan.items}
+    if not isinstance(la.provider, NodeLink) or len(home) != 1:
+        return frozenset()
+    return frozenset(o.location.zone_scope for o in offers
+                     if unjoined_networks([o.location, la.plan.items[0].offer.location]))
 
 
 def adopt(la: Launch, new: Plan) -> None:

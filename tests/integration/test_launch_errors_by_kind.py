@@ -149,3 +149,18 @@ def test_a_replan_never_picks_an_opt_in_region_or_local_zone_the_plan_did_not_na
     wanted = {la.offers[k].location for k, n in la.wanted.items() if n}
     assert all(needs_opt_in(loc) is None for loc in wanted), wanted
     assert all(needs_opt_in(f.moves[0][1].location) is None for f in la.plan.fallbacks)
+
+
+
+def test_a_replan_of_a_one_region_run_leaves_out_every_other_network(fake, geotrain_home, tmp_path):
+    from geotrain.launcher.replanning import other_networks
+
+    offers = bundled_snapshot().offers()
+    one_region = launcher(fake, geotrain_home, tmp_path, plan=make_plan("aws/usw2-az1/g4dn.xlarge=2"))
+    out = other_networks(one_region, offers)
+    assert {o.location.zone_scope for o in offers if o.location.region_scope != "aws/us-west-2"} == out
+    assert not {o.location.zone_scope for o in offers if o.location.region_scope == "aws/us-west-2"} & out
+    release(one_region)
+    apart = launcher(fake, geotrain_home, tmp_path)  # a plan already across two regions is left as it is
+    assert other_networks(apart, offers) == frozenset()
+    release(apart)
