@@ -63,7 +63,8 @@ from geotrain.train.ledger_relay import RELAY_ENV, RELAY_STORE, drain, relay_env
 from geotrain.train.progress import completed_reason
 from geotrain.train.worker_env import free_port, node_env, worker_env
 from geotrain.ledger import EventKind, Ledger, RunStatus
-from geotrain.providers.base import Networked, NodeInfo, NodeLink, NodeProcess, NodeState, Provider
+from geotrain.providers.base import Networked, NodeInfo, NodeLink, NodeProcess, NodeState, PeerRules, Provider
+from geotrain.providers.startup import PUBLIC_INTERFACE
 
 if TYPE_CHECKING:
     from geotrain.pricing.snapshot import PriceSnapshot
@@ -352,6 +353,9 @@ class Launcher:
         shared = self.provider.capabilities.shared_host  # one host: ranks are its local ranks
         link = self.provider if isinstance(self.provider, NodeLink) else None
         self.peers = peers = peer_addresses(members)
+        across = link is not None and len({m.location.network_scope for m in members}) > 1
+        if across and isinstance(self.provider, PeerRules):  # the nodes reach each other at their public addresses
+            self.provider.admit_peers(self.run_id, [m.address for m in members])
         self._procs = {}
         make_env = worker_env if shared else node_env  # another machine gets no paths or secrets of this one
         for rank, node in enumerate(members):
@@ -369,6 +373,8 @@ class Launcher:
                 "GEOTRAIN_NODE_DIR": str(node_dir(self.provider, node.node_id) or ""),
                 "GEOTRAIN_SYNC": json.dumps(sync_to_mapping(t.sync)), "GEOTRAIN_WORKLOAD": self.plan.job.workload,
                 "OMP_NUM_THREADS": "1",
+                # across networks a worker binds the node's public address (geotrain.providers.startup)
+                **({"GLOO_SOCKET_IFNAME": PUBLIC_INTERFACE, "NCCL_SOCKET_IFNAME": PUBLIC_INTERFACE} if across else {}),
                 # this machine: the ledger is the launcher's file; another machine: the ledger through the store
                 **({"GEOTRAIN_HOME": str(geotrain_home())} if shared else {RELAY_ENV: RELAY_STORE}),
                 **({} if shared else relay_env(store, self.generation)),  # the store, for a script's progress too

@@ -19,17 +19,20 @@ SSH_CLOUDS = frozenset({"aws", "azure", "gcp", "onprem"})  # providers whose con
 
 
 CLOUDS_WITH_NETWORKS = frozenset({"aws", "azure", "gcp"})  # whose run firewalls admit only the run's own network
+PEER_RULE_CLOUDS = frozenset({"aws"})  # whose providers admit the run's other nodes by public address (PeerRules)
 
 
 def unjoined_networks(locations: Iterable[Location]) -> tuple[str, ...]:
     """The private networks of a mix whose nodes could not reach each other, or (): a run's firewall on
-    a cloud admits the run's nodes of its own network only (geotrain makes no per-peer rules for public
-    addresses yet, and a VM does not bind its 1:1-NAT public address), so a mix with cloud nodes in
-    several networks (two AWS or Azure regions, two clouds, a cloud and a site) cannot train. Sites alone
-    are the user's own network to join."""
+    a cloud admits the run's nodes of its own network, and those of other networks only where the
+    provider makes per-peer rules for their public addresses (``PEER_RULE_CLOUDS``: AWS; a VM binds
+    its public address at boot, ``providers.startup``). So a mix of several networks trains when every
+    node is on such a cloud (AWS regions); with a node elsewhere (Azure regions, GCP with another cloud,
+    a cloud and a site) it cannot. Sites alone are the user's own network to join."""
     locations = list(locations)
     places = tuple(sorted({loc.network_scope for loc in locations}))
-    if len(places) > 1 and any(loc.cloud in CLOUDS_WITH_NETWORKS for loc in locations):
+    if len(places) > 1 and any(loc.cloud in CLOUDS_WITH_NETWORKS for loc in locations) and \
+            not all(loc.cloud in PEER_RULE_CLOUDS for loc in locations):
         return places
     return ()
 

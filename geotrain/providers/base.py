@@ -183,6 +183,17 @@ class Networked(Protocol):
 
 
 @runtime_checkable
+class PeerRules(Protocol):
+    """Optional: a provider that admits the run's nodes of other networks to its own nodes, by their public
+    addresses (a run across regions or clouds: ``Location.network_scope``)."""
+
+    def admit_peers(self, run_id: str, addresses: Sequence[str]) -> None:
+        """Let ``addresses`` (the run's nodes now, at their public addresses) reach the run's nodes on any
+        TCP port, and no address it admitted before that is not among them."""
+        ...
+
+
+@runtime_checkable
 class ServesClouds(Protocol):
     """Optional: a provider that stands for several clouds (a router) or wraps another."""
 

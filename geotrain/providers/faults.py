@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from geotrain.errors import CapacityError, InputError, ProviderError, ProviderTimeoutError, QuotaError, ThrottledError
-from geotrain.providers.base import (Capabilities, LaunchRequest, NodeDirs, NodeInfo, NodeProcess, Preempting,
+from geotrain.providers.base import (Capabilities, LaunchRequest, NodeDirs, NodeInfo, NodeProcess, PeerRules, Preempting,
                                      Provider, ServesClouds)
 
 
@@ -208,3 +208,7 @@ class LinkedFaultInjector(FaultInjector):
 
     def store_address(self, node_id: str, local_port: int) -> tuple[str, int]:
         return self.inner.store_address(node_id, local_port)  # type: ignore[attr-defined]
+
+    def admit_peers(self, run_id: str, addresses: Sequence[str]) -> None:
+        if isinstance(self.inner, PeerRules):
+            self.inner.admit_peers(run_id, addresses)

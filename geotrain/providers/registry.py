@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from geotrain.errors import InputError, NotFoundError, ProviderError
-from geotrain.providers.base import (LOCAL_PROVIDER, Capabilities, Closing, LaunchRequest, LoginCommand, NodeInfo,
+from geotrain.providers.base import (LOCAL_PROVIDER, Capabilities, Closing, LaunchRequest, LoginCommand, NodeInfo, PeerRules,
                                      NodeLink, NodeLogin, NodeProcess, Provider, ProviderFactory)
 
 CLOUD_PROVIDERS = {  # name (= the offers' cloud) → module:class with a from_environment(**settings)
@@ -170,3 +170,8 @@ class LinkedRouter(Router):
         provider = self._provider_of(node_id)
         assert isinstance(provider, NodeLink)
         return provider.store_address(node_id, local_port)
+
+    def admit_peers(self, run_id: str, addresses: Sequence[str]) -> None:
+        for provider in self.providers.values():
+            if isinstance(provider, PeerRules):
+                provider.admit_peers(run_id, addresses)

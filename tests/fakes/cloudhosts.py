@@ -179,6 +179,8 @@ class HostHypervisor:
             self.addresses[vm_id] = address
             self.regions[vm_id] = (cloud, region)
             self._by_private[host.private_address] = vm_id
+            if self.metadata is not None:
+                self.metadata.public_addresses[vm_id] = address
             if cloud == "gcp":
                 with host.path("/etc/hosts").open("a") as f:
                     f.write(f"{METADATA_ADDRESS}\t{GCP_METADATA_NAME}\n")

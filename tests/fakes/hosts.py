@@ -832,7 +832,11 @@ class Host:
             os.chown(p, self.uid, self.gid)
         # the host's own /etc: this machine's as it is now (the host's user included), then its own
         # hosts, hostname and resolv.conf (regular files: unlinked first, a symlink would lead outside)
-        _sh(["cp", "-a", "/etc/.", str(d / "etc")])
+        for attempt in range(5):  # another process's useradd may make and remove lock files meanwhile
+            copied = _sh(["cp", "-a", "/etc/.", str(d / "etc")], check=attempt == 4)
+            if copied.returncode == 0:
+                break
+            time.sleep(0.2)
         for f, text in (("hosts", f"127.0.0.1\tlocalhost\n{self.private_address}\t{self.name}\n"),
                         ("hostname", f"{self.name}\n"),
                         ("resolv.conf", "# no nameserver on a test host\noptions timeout:1 attempts:1\n")):

@@ -4,6 +4,9 @@
 - AWS IMDSv2: ``PUT /latest/api/token`` (requires ``X-aws-ec2-metadata-token-ttl-seconds``) → a token;
   ``GET /latest/meta-data/spot/instance-action`` and ``.../events/recommendations/rebalance`` require
   ``X-aws-ec2-metadata-token`` (401 without) and answer 404 until a notice is given.
+- Every cloud: the VM's public address, where the hypervisor told it (``public_addresses``): AWS
+  ``/latest/meta-data/public-ipv4`` (IMDSv2 token), GCP ``…/network-interfaces/0/access-configs/0/external-ip``,
+  Azure ``/metadata/instance/network/interface/0/ipv4/ipAddress/0/publicIpAddress?format=text``.
 - GCP: ``GET /computeMetadata/v1/instance/preempted`` requires ``Metadata-Flavor: Google`` (403
   without) → ``FALSE`` / ``TRUE``.
 - Azure: ``GET /metadata/scheduledevents?api-version=...`` requires ``Metadata: true`` (400 without)
@@ -45,6 +48,7 @@ class FakeMetadata(LocalServer):
         self.notices: dict[str, tuple[str, float]] = {}  # vm id -> (kind, given at)
         self.first_served: dict[str, float] = {}
         self.tokens: set[str] = set()
+        self.public_addresses: dict[str, str] = {}  # vm id → its public address (a hypervisor fills it)
         self.requests: list[tuple[str, str]] = []
         self._lock = threading.Lock()
         self._unix: list[tuple[socketserver.ThreadingUnixStreamServer, threading.Thread, str]] = []
@@ -147,6 +151,8 @@ class FakeMetadata(LocalServer):
         if path.startswith("/latest/meta-data/"):
             if handler.headers.get("X-aws-ec2-metadata-token") not in self.tokens:
                 return reply(401, "")
+            if path == "/latest/meta-data/public-ipv4" and vm_id in self.public_addresses:
+                return reply(200, self.public_addresses[vm_id])
             if path == "/latest/meta-data/spot/instance-action" and notice and notice[0] == "reclaim":
                 self._served(vm_id)
                 when = datetime.fromtimestamp(notice[1], timezone.utc) + timedelta(seconds=120)
@@ -157,6 +163,14 @@ class FakeMetadata(LocalServer):
                 when = datetime.fromtimestamp(notice[1], timezone.utc)
                 return reply(200, json.dumps({"noticeTime": when.strftime("%Y-%m-%dT%H:%M:%SZ")}), "application/json")
             return reply(404, "")
+        if path == "/computeMetadata/v1/instance/network-interfaces/0/access-configs/0/external-ip":
+            if handler.headers.get("Metadata-Flavor") != "Google":
+                return reply(403, "Missing Metadata-Flavor:Google header.")
+            return reply(200, self.public_addresses.get(vm_id, ""))
+        if path == "/metadata/instance/network/interface/0/ipv4/ipAddress/0/publicIpAddress":
+            if handler.headers.get("Metadata") != "true":
+                return reply(400, json.dumps({"error": "Bad request. Required metadata header not specified"}))
+            return reply(200, self.public_addresses.get(vm_id, ""))
         if path == "/computeMetadata/v1/instance/preempted":
             if handler.headers.get("Metadata-Flavor") != "Google":
                 return reply(403, "Missing Metadata-Flavor:Google header.")

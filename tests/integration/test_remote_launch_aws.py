@@ -6,10 +6,13 @@ launcher's files nor connect to it, and is reached at its public address only wh
 group lets the launcher in.
 
 The launcher ships geotrain over SSH, copies the workdir and file mount, and runs torchrun DDP across
-two VMs of one VPC (their private addresses). One VM gets AWS's two-minute spot notice (here a few
-seconds) through its metadata service: the script checkpoints, the VM is reclaimed, the launcher
-launches a replacement in another zone and the task resumes from the checkpoint, in an EFS-like share
-that every VM mounts (tests/remote_task.py). The run completes, and nothing is left running.
+two VMs in two regions (two VPCs): each VM's user data puts its public address (from its metadata
+service) on an interface of its own, the workers bind it (GLOO_SOCKET_IFNAME), and each region's
+security group admits the other VM's public address /32. One VM gets AWS's two-minute spot notice
+(here a few seconds) through its metadata service: the script checkpoints, the VM is reclaimed, the
+launcher launches a replacement and the task resumes from the checkpoint, in a share that every VM
+mounts (tests/remote_task.py; EFS is one region's: across regions it stands for object storage). The
+run completes, and nothing is left running.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from tests.remote_task import check_resumed_and_done, faithful_cloud, plan_and_l
 
 pytestmark = pytest.mark.slow
 
+TWO_REGIONS = "aws/use1-az1/g4dn.xlarge,aws/usw2-az1/g4dn.xlarge"  # two VPCs: the nodes meet at public addresses
 EFS = "/mnt/efs"  # where every VM mounts the shared file system (the launcher does not)
 
 
@@ -39,16 +43,27 @@ def cloud() -> Iterator[tuple[H.World, HostHypervisor, FakeAws, Path]]:
         yield world, hv, fake, share
 
 
+def reclaim(hv: HostHypervisor, aws: FakeAws, first: list[str]) -> None:
+    """Check the first generation's two VMs (two regions, each holding its public address, each admitting
+    the other's), then have AWS take one back, with notice."""
+    assert {hv.regions[vm] for vm in first} == {("aws", "us-east-1"), ("aws", "us-west-2")}
+    for vm in first:
+        assert f"geotrain: public address {hv.addresses[vm]} on gtpub" in hv.console(vm), hv.console(vm)
+        others = {f"{hv.addresses[o]}/32" for o in first if o != vm}
+        assert others <= {r.source_cidr for r in hv.rules(vm)}, hv.rules(vm)
+    aws.vms.reclaim(first[1], notice_s=4.0)
+
+
 def test_a_task_trains_on_spot_vms_behind_their_firewall_and_survives_a_reclaim(cloud, tmp_path: Path) -> None:
     world, hv, aws, share = cloud
-    work = user_folder(tmp_path, "infra: aws/us-east-1\naccelerators: T4:1\nuse_spot: true\n", "the bucket's data\n")
+    work = user_folder(tmp_path, "infra: aws\naccelerators: T4:1\nuse_spot: true\n", "the bucket's data\n")
     env = {**os.environ, "AWS_ENDPOINT_URL": aws.endpoint_url, "AWS_ACCESS_KEY_ID": "testing",
            "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
     env.pop("COLUMNS", None)
     launched = plan_and_launch(
-        work, env, [], ["--provider", "aws", "--checkpoint-url", f"file://{EFS}/checkpoints",
+        work, env, ["--nodes", TWO_REGIONS], ["--provider", "aws", "--checkpoint-url", f"file://{EFS}/checkpoints",
                         "--control-address", world.launcher_public],
-        event=lambda run_id, first: aws.vms.reclaim(first[1], notice_s=4.0),  # AWS takes the VM back, with notice
+        event=lambda run_id, first: reclaim(hv, aws, first),
         checkpoints=share / "checkpoints")
     print(f"\nboot (VM, sshd, ship + install, agent, setup) to first step: {launched.first_step_s:.1f} s; "
           f"notice to completion: {launched.after_event_s:.1f} s")
@@ -56,8 +71,12 @@ def test_a_task_trains_on_spot_vms_behind_their_firewall_and_survives_a_reclaim(
     events = Ledger().events(launched.run_id)
     assert any(e.kind == EventKind.PREEMPTED and e.node_id == launched.first_nodes[1] for e in events)
     assert "preemption notice, checkpointed step" in launched.logs()
-    ec2 = boto3.client("ec2", region_name="us-east-1", endpoint_url=aws.endpoint_url, aws_access_key_id="testing",
-                       aws_secret_access_key="testing", config=Config(retries={"max_attempts": 1}))
-    states = [i["State"]["Name"] for r in ec2.describe_instances(Filters=[
-        {"Name": "tag:geotrain-run", "Values": [launched.run_id]}])["Reservations"] for i in r["Instances"]]
-    assert states and set(states) <= {"terminated", "shutting-down"}, states  # nothing left running
+    regions = set()
+    for region in ("us-east-1", "us-west-2"):
+        ec2 = boto3.client("ec2", region_name=region, endpoint_url=aws.endpoint_url, aws_access_key_id="testing",
+                           aws_secret_access_key="testing", config=Config(retries={"max_attempts": 1}))
+        states = [i["State"]["Name"] for r in ec2.describe_instances(Filters=[
+            {"Name": "tag:geotrain-run", "Values": [launched.run_id]}])["Reservations"] for i in r["Instances"]]
+        assert set(states) <= {"terminated", "shutting-down"}, states  # nothing left running
+        regions |= {region} if states else set()
+    assert regions == {"us-east-1", "us-west-2"}  # the run had nodes in both

@@ -36,5 +36,6 @@ def test_cloud_nodes_in_several_networks_cannot_be_joined_yet() -> None:
     iowa = Location("gcp", "us-central1", "us-central1-a", Continent.NORTH_AMERICA)
     assert unjoined_networks([EAST, EAST_2]) == () and unjoined_networks([GCP, iowa]) == ()
     assert unjoined_networks([SITE, Location("onprem", "home", "", Continent.EUROPE)]) == ()  # your own network
-    assert unjoined_networks([EAST, WEST]) == ("aws/us-east-1", "aws/us-west-2")
+    assert unjoined_networks([EAST, WEST]) == ()  # AWS: per-peer rules join its regions
+    assert unjoined_networks([EAST, WEST, GCP]) == ("aws/us-east-1", "aws/us-west-2", "gcp")
     assert unjoined_networks([EAST, GCP]) == ("aws/us-east-1", "gcp") and unjoined_networks([SITE, GCP]) != ()

@@ -10,7 +10,10 @@ usw2-az1, mapped to the account's zone name; a region-wide offer lets AWS pick t
    ``ec2:AuthorizeSecurityGroupIngress`` — the run's security group ``geotrain-<run id>`` in the
    region's default VPC, once per run and region (idempotent, safe concurrently): TCP ``nodes.ssh_port``
    (7422, geotrain's own sshd) from ``control_cidr`` only, all TCP from the group itself (the run's
-   nodes, on their private addresses); outbound as AWS makes it (all).
+   nodes, on their private addresses); outbound as AWS makes it (all). For a run across regions,
+   ``admit_peers`` (PeerRules) adds all TCP from each node's public address /32 to each region's
+   group and revokes those of nodes gone (``ec2:DescribeSecurityGroups``,
+   ``ec2:AuthorizeSecurityGroupIngress``, ``ec2:RevokeSecurityGroupIngress``).
 4. ``ec2:RunInstances`` — ImageId, InstanceType = the offer's type, Placement.AvailabilityZone,
    Min/MaxCount 1, ``ClientToken`` = sha256 of the request id (64 hex), UserData = the startup script
    (:func:`geotrain.providers.startup.ssh_startup_script`: geotrain's sshd with the node's host key

@@ -7,7 +7,7 @@ from __future__ import annotations
 import hashlib
 import ipaddress
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from geotrain.errors import InputError, ProviderError
@@ -81,6 +81,31 @@ def ensure_group(call: Call, region: str, run_id: str, vpc_id: str, agent_port: 
         call("ec2", region, "AuthorizeSecurityGroupIngress", expect={"InvalidPermission.Duplicate"},
              GroupId=group_id, IpPermissions=missing)
     return group_id
+
+
+PEER_DESCRIPTION = "a node of the run in another network"
+
+
+def admit_peers(call: Call, region: str, group_id: str, addresses: Iterable[str]) -> None:
+    """The group's per-peer rules: all TCP from each of ``addresses`` (/32: the run's nodes at their public
+    addresses, for a run across networks), and none from an address no longer among them."""
+    answer = call("ec2", region, "DescribeSecurityGroups", GroupIds=[group_id])
+    groups = answer.get("SecurityGroups") or []
+    have = {r["CidrIp"] for g in groups for perm in g.get("IpPermissions") or []
+            if (perm.get("IpProtocol"), perm.get("FromPort"), perm.get("ToPort")) == ("tcp", 0, 65535)
+            for r in perm.get("IpRanges") or [] if r.get("Description") == PEER_DESCRIPTION}
+    want = {f"{a}/32" for a in addresses}
+
+    def rule(cidrs: list[str]) -> list[dict[str, Any]]:
+        return [{"IpProtocol": "tcp", "FromPort": 0, "ToPort": 65535,
+                 "IpRanges": [{"CidrIp": c, "Description": PEER_DESCRIPTION} for c in cidrs]}]
+
+    if want - have:
+        call("ec2", region, "AuthorizeSecurityGroupIngress", expect={"InvalidPermission.Duplicate"},
+             GroupId=group_id, IpPermissions=rule(sorted(want - have)))
+    if have - want:
+        call("ec2", region, "RevokeSecurityGroupIngress", expect={"InvalidPermission.NotFound"},
+             GroupId=group_id, IpPermissions=rule(sorted(have - want)))
 
 
 def create_params(run_id: str, vpc_id: str) -> dict[str, Any]:

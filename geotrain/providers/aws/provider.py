@@ -6,7 +6,7 @@ import contextlib
 import copy
 import re
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -352,6 +352,14 @@ class AwsProvider(SshNodes):
                                     "retry_after": 0.0}
         self._ensured[key] = group_id
         return group_id
+
+    def admit_peers(self, run_id: str, addresses: Sequence[str]) -> None:
+        """PeerRules: in each region's group of the run, all TCP from each of ``addresses`` (/32), and none
+        from an address no longer among them (``ec2:AuthorizeSecurityGroupIngress``,
+        ``ec2:RevokeSecurityGroupIngress``)."""
+        groups = [g for g in self._state.read()["groups"].values() if g["run_id"] == run_id]
+        for group in groups:
+            network.admit_peers(self._call, group["region"], group["group_id"], addresses)
 
     def _release_groups(self, run_id: str | None) -> None:
         """Delete the groups of runs with no live or in-flight instance left in their region (best effort:
