@@ -612,3 +612,25 @@ def test_a_request_with_its_own_image_boots_it_and_asks_no_parameter(fake, aws, 
     [inst] = instances(aws, run)
     assert inst["ImageId"] == image
 
+
+
+def test_peer_rules_admit_the_runs_nodes_public_addresses_and_revoke_those_gone(fake, aws, geotrain_home):
+    from geotrain.providers.base import PeerRules
+
+    p = provider(fake, geotrain_home)
+    assert isinstance(p, PeerRules)
+    run = new_run()
+    p.launch(request(run))
+
+    def peers() -> set[str]:
+        [group] = groups(aws, run)
+        return {r["CidrIp"] for perm in group["IpPermissions"] for r in perm.get("IpRanges") or []
+                if r.get("Description") == "a node of the run in another network"}
+
+    p.admit_peers(run, ["198.51.100.7", "203.0.113.9"])
+    assert peers() == {"198.51.100.7/32", "203.0.113.9/32"}
+    p.admit_peers(run, ["203.0.113.9", "192.0.2.4"])  # one node gone, one new
+    assert peers() == {"203.0.113.9/32", "192.0.2.4/32"}
+    [group] = groups(aws, run)
+    assert any(pair.get("GroupId") == group["GroupId"] for perm in group["IpPermissions"]
+               for pair in perm.get("UserIdGroupPairs") or [])  # the group's own rule stays
