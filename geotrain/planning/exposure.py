@@ -19,7 +19,7 @@ SSH_CLOUDS = frozenset({"aws", "azure", "gcp", "onprem"})  # providers whose con
 
 
 CLOUDS_WITH_NETWORKS = frozenset({"aws", "azure", "gcp"})  # whose run firewalls admit only the run's own network
-PEER_RULE_CLOUDS = frozenset({"aws"})  # whose providers admit the run's other nodes by public address (PeerRules)
+PEER_RULE_CLOUDS = frozenset({"aws", "azure"})  # whose providers admit the run's other nodes by public address
 
 
 def unjoined_networks(locations: Iterable[Location]) -> tuple[str, ...]:

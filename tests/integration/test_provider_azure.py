@@ -441,3 +441,24 @@ def test_a_request_with_its_own_image_boots_it(fake, provider, image, reference)
     assert vm["properties"]["storageProfile"]["imageReference"] == reference
     ref = VirtualMachine(vm).storage_profile.image_reference  # the SDK's own model reads it as an image reference
     assert {name: getattr(ref, name) for name in reference} == reference
+
+
+def test_peer_rules_put_the_runs_nodes_public_addresses_in_each_regions_nsg(fake, provider) -> None:
+    from geotrain.providers.base import PeerRules
+
+    assert isinstance(provider, PeerRules)
+    provider.launch(request("run-peers"))
+
+    def peers() -> list[str]:
+        [nsg] = fake.resources("networkSecurityGroups")
+        return next((r["properties"]["sourceAddressPrefixes"] for r in nsg["properties"]["securityRules"]
+                     if r["name"] == "geotrain-peers"), [])
+
+    provider.admit_peers("run-peers", ["198.51.100.7", "203.0.113.9"])
+    assert peers() == ["198.51.100.7/32", "203.0.113.9/32"]
+    provider.admit_peers("run-peers", ["203.0.113.9"])  # a node gone
+    assert peers() == ["203.0.113.9/32"]
+    provider.admit_peers("run-peers", [])
+    assert peers() == []
+    [nsg] = fake.resources("networkSecurityGroups")
+    assert {r["name"] for r in nsg["properties"]["securityRules"]} >= {"geotrain-ssh", "geotrain-run-tcp"}

@@ -10,7 +10,8 @@ management.azure.com over https), so the launch process is `geotrain launch` who
 ``LAUNCH``); everything else is the CLI's.
 
 The launcher ships geotrain over SSH, copies the workdir and file mount, and runs torchrun DDP across two
-VMs of one VNet (their private addresses, let in by the NSG's VirtualNetwork rule). One VM gets Azure's
+VMs in two regions (two VNets): each binds its public address (from its metadata service) on an interface
+of its own, and each region's NSG admits the other VM's public address /32. One VM gets Azure's
 Scheduled Events ``Preempt`` notice (30 s on Azure, here a few seconds) through its metadata service: the
 script checkpoints, the VM is evicted, the launcher launches a replacement and the task resumes from the
 checkpoint, in an Azure-Files-like share that every VM mounts. The run completes, and nothing is left
@@ -38,6 +39,7 @@ from tests.remote_task import check_resumed_and_done, faithful_cloud, plan_and_l
 pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[2]
+TWO_REGIONS = "azure/eastus/Standard_NC4as_T4_v3,azure/westus2/Standard_NC4as_T4_v3"  # two VNets
 SHARE = "/mnt/azfiles"  # where every VM mounts the Azure Files share (the launcher does not)
 
 # `geotrain launch`, its Azure provider pointed at the ARM fake (GEOTRAIN_TEST_ARM_URL)
@@ -68,20 +70,23 @@ def cloud() -> Iterator[tuple[H.World, HostHypervisor, AzureVmFake, Path]]:
 
 def test_a_task_trains_on_spot_vms_behind_their_nsg_and_survives_an_eviction(cloud, tmp_path: Path) -> None:
     world, hv, azure, share = cloud
-    work = user_folder(tmp_path, "infra: azure/eastus\naccelerators: T4:1\nuse_spot: true\n", "the share's data\n")
+    work = user_folder(tmp_path, "infra: azure\naccelerators: T4:1\nuse_spot: true\n", "the share's data\n")
     env = {**os.environ, "GEOTRAIN_TEST_ARM_URL": azure.url,
            "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
     env.pop("COLUMNS", None)
 
     def evict(run_id: str, first: list[str]) -> None:
-        # the NSG is each VM's firewall: geotrain's SSH port from the launcher, all TCP from its VNet peers
-        peers = {f"{hv.private_address(vm)}/32" for vm in first}
-        rules = {(r.source_cidr, r.protocol, r.ports) for r in hv.rules(first[0])}
-        assert rules == {(f"{world.launcher_public}/32", "tcp", (7422, 7422))} | {(p, "tcp", (1, 65535))
-                                                                                 for p in peers}, rules
+        # the NSG is each VM's firewall: geotrain's SSH port from the launcher, all TCP from the run's nodes
+        # in other regions, at their public addresses (each VM holds its own on gtpub)
+        assert {hv.regions[vm] for vm in first} == {("azure", "eastus"), ("azure", "westus2")}
+        for vm in first:
+            assert f"geotrain: public address {hv.addresses[vm]} on gtpub" in hv.console(vm), hv.console(vm)
+            rules = {(r.source_cidr, r.protocol, r.ports) for r in hv.rules(vm)}
+            other = next(f"{hv.addresses[o]}/32" for o in first if o != vm)
+            assert {(f"{world.launcher_public}/32", "tcp", (7422, 7422)), (other, "tcp", (1, 65535))} <= rules, rules
         azure.evict(first[1], notice_s=4.0)  # Azure takes the VM back, with a Scheduled Events notice
 
-    launched = plan_and_launch(work, env, [], ["--provider", "azure", "--checkpoint-url", f"file://{SHARE}/checkpoints",
+    launched = plan_and_launch(work, env, ["--nodes", TWO_REGIONS], ["--provider", "azure", "--checkpoint-url", f"file://{SHARE}/checkpoints",
                                                "--control-address", world.launcher_public],
                                event=evict, checkpoints=share / "checkpoints", geotrain=(sys.executable, "-c", LAUNCH))
     print(f"\nboot (VM, sshd, ship + install, agent, setup) to first step: {launched.first_step_s:.1f} s; "

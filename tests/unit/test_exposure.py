@@ -39,3 +39,12 @@ def test_cloud_nodes_in_several_networks_cannot_be_joined_yet() -> None:
     assert unjoined_networks([EAST, WEST]) == ()  # AWS: per-peer rules join its regions
     assert unjoined_networks([EAST, WEST, GCP]) == ("aws/us-east-1", "aws/us-west-2", "gcp")
     assert unjoined_networks([EAST, GCP]) == ("aws/us-east-1", "gcp") and unjoined_networks([SITE, GCP]) != ()
+
+
+def test_aws_and_azure_regions_are_joined_by_peer_rules_but_not_gcp_with_another_cloud() -> None:
+    from geotrain.planning.exposure import unjoined_networks
+
+    eastus = Location("azure", "eastus", "", Continent.NORTH_AMERICA)
+    westus2 = Location("azure", "westus2", "", Continent.NORTH_AMERICA)
+    assert unjoined_networks([eastus, westus2]) == () and unjoined_networks([EAST, westus2]) == ()
+    assert unjoined_networks([eastus, GCP]) == ("azure/eastus", "gcp")

@@ -11,7 +11,9 @@ What a launch makes (``dry_run`` lists the same calls with their bodies):
 - **Per run and region**: an NSG ``geotrain-<runhash>-<region>-nsg`` whose inbound rules let in
   geotrain's own sshd port (7422, ``geotrain.providers.cloudnodes``) from ``control_cidr`` only, all TCP
   whose source and destination are in the VNet (the ``VirtualNetwork`` service tag: the nodes reach each
-  other at their private addresses), and deny everything else at priority 4096 (so Azure's default
+  other at their private addresses), for a run across regions all TCP from the run's nodes' public
+  addresses (``geotrain-peers``, /32 each, the NSG put again by ``admit_peers`` as nodes come and go),
+  and deny everything else at priority 4096 (so Azure's default
   AllowVnetInBound does not apply; no rule for port 22); and a VNet
   ``...-vnet`` with one subnet ``nodes`` (10.77.0.0/20) carrying that NSG
   (``network_security_groups.begin_create_or_update``, ``virtual_networks.begin_create_or_update``). Made

@@ -6,7 +6,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from geotrain.domain import Market, Offer
@@ -32,6 +32,7 @@ PRIORITY_SSH = 100
 PRIORITY_AGENT = PRIORITY_SSH  # the rule's former name
 VNET_TAG = "VirtualNetwork"  # Azure's service tag: the addresses of the VNet (its VMs' private addresses)
 PRIORITY_INTERNAL = 110
+PRIORITY_PEERS = 120  # the run's nodes of other networks, by their public addresses (a run across regions)
 PRIORITY_DENY = 4096  # below it nothing else is let in (Azure's defaults would admit the whole VNet tag)
 
 
@@ -98,9 +99,11 @@ def group_body(region: str, run_id: str) -> dict[str, Any]:
     return {"location": region, "tags": tags(run_id)}
 
 
-def nsg_body(region: str, run_id: str, *, control_cidr: str, ssh_port: int, vnet_prefix: str = "") -> dict[str, Any]:
+def nsg_body(region: str, run_id: str, *, control_cidr: str, ssh_port: int, vnet_prefix: str = "",
+             peers: Sequence[str] = ()) -> dict[str, Any]:
     """Inbound: geotrain's SSH port (``geotrain.providers.cloudnodes``) from ``control_cidr``, all TCP
-    within the VNet (the ``VirtualNetwork`` service tag: peers at their private addresses), nothing else
+    within the VNet (the ``VirtualNetwork`` service tag: peers at their private addresses), all TCP from
+    ``peers`` (the run's nodes at their public addresses, /32 each: a run across regions), nothing else
     (no 22). ``vnet_prefix`` is not used (the tag follows the VNet)."""
 
     def rule(name: str, priority: int, access: str, protocol: str, source: str, destination: str,
@@ -110,11 +113,17 @@ def nsg_body(region: str, run_id: str, *, control_cidr: str, ssh_port: int, vnet
             "sourceAddressPrefix": source, "sourcePortRange": "*", "destinationAddressPrefix": destination,
             "destinationPortRange": port}}
 
-    return {"location": region, "tags": tags(run_id), "properties": {"securityRules": [
+    rules = [
         rule("geotrain-ssh", PRIORITY_SSH, "Allow", "Tcp", control_cidr, "*", str(ssh_port)),
         rule("geotrain-run-tcp", PRIORITY_INTERNAL, "Allow", "Tcp", VNET_TAG, VNET_TAG, "*"),
         rule("geotrain-deny-inbound", PRIORITY_DENY, "Deny", "*", "*", "*", "*"),
-    ]}}
+    ]
+    if peers:
+        peer_rule = rule("geotrain-peers", PRIORITY_PEERS, "Allow", "Tcp", "", "*", "*")
+        del peer_rule["properties"]["sourceAddressPrefix"]
+        peer_rule["properties"]["sourceAddressPrefixes"] = sorted(peers)
+        rules.insert(2, peer_rule)
+    return {"location": region, "tags": tags(run_id), "properties": {"securityRules": rules}}
 
 
 def vnet_body(region: str, run_id: str, *, nsg_id: str, vnet_prefix: str, subnet_prefix: str) -> dict[str, Any]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -488,6 +488,28 @@ class AzureProvider(SshNodes):
                 state["runs"][run_id]["networks"][region] = True
                 state["runs"][run_id]["group_ready"] = True
         return subnet_id
+
+    def admit_peers(self, run_id: str, addresses: Sequence[str]) -> None:
+        """PeerRules: each region's NSG of the run admits all TCP from each of ``addresses`` (/32), and from
+        no address no longer among them (the NSG put again, with its ``geotrain-peers`` rule)."""
+        clients = self._clients()
+        run = self._store.read()["runs"].get(run_id)
+        if run is None:
+            return
+        for region, made in sorted(run["networks"].items()):
+            if not made:
+                continue
+            _, nsg = arm.network_names(run_id, region)
+            body = arm.nsg_body(region, run_id, control_cidr=str(self.control_cidr), ssh_port=self.nodes.ssh_port,
+                                vnet_prefix=self.vnet_prefix, peers=[f"{a}/32" for a in addresses])
+            try:
+                self._wait(clients.network.network_security_groups.begin_create_or_update(
+                    run["resource_group"], nsg, body, polling_interval=self.polling_interval_s,
+                    **clients.call_options), f"updating NSG {nsg}", self.launch_timeout_s)
+            except ProviderError:
+                raise
+            except Exception as exc:  # noqa: BLE001
+                raise translate(exc, what=f"admit the run's nodes to NSG {nsg} in {region}") from exc
 
     def _ensure_group(self, clients: AzureClients, run_id: str, run: dict[str, Any]) -> None:
         group, opts = run["resource_group"], clients.call_options
