@@ -19,16 +19,17 @@ SSH_CLOUDS = frozenset({"aws", "azure", "gcp", "onprem"})  # providers whose con
 
 
 CLOUDS_WITH_NETWORKS = frozenset({"aws", "azure", "gcp"})  # whose run firewalls admit only the run's own network
-PEER_RULE_CLOUDS = frozenset({"aws", "azure"})  # whose providers admit the run's other nodes by public address
+PEER_RULE_CLOUDS = frozenset({"aws", "azure", "gcp"})  # whose providers admit the run's other nodes by public address
 
 
 def unjoined_networks(locations: Iterable[Location]) -> tuple[str, ...]:
     """The private networks of a mix whose nodes could not reach each other, or (): a run's firewall on
     a cloud admits the run's nodes of its own network, and those of other networks only where the
-    provider makes per-peer rules for their public addresses (``PEER_RULE_CLOUDS``: AWS; a VM binds
-    its public address at boot, ``providers.startup``). So a mix of several networks trains when every
-    node is on such a cloud (AWS regions); with a node elsewhere (Azure regions, GCP with another cloud,
-    a cloud and a site) it cannot. Sites alone are the user's own network to join."""
+    provider makes per-peer rules for their public addresses (``PEER_RULE_CLOUDS``; a VM binds its
+    public address at boot, ``providers.startup``). So a mix of several networks trains when every node
+    is on such a cloud (AWS or Azure regions, several clouds); with an on-prem site beside a cloud it
+    cannot (a site's machines bind no public address, and its NAT is the user's). Sites alone are the
+    user's own network to join."""
     locations = list(locations)
     places = tuple(sorted({loc.network_scope for loc in locations}))
     if len(places) > 1 and any(loc.cloud in CLOUDS_WITH_NETWORKS for loc in locations) and \

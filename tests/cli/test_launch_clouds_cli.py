@@ -146,9 +146,15 @@ def test_a_tasks_image_id_is_what_its_nodes_boot(tmp_path: Path, geotrain_home: 
     assert run["ImageId"] == "ami-0868a20f5a3bf9702" and node["offer"].startswith("aws/us-west-2/")
 
 
-def test_a_plan_across_networks_no_rule_joins_is_refused_before_anything_is_bought(mix, geotrain_home) -> None:
-    result = runner.invoke(app, ["launch", str(mix), "--provider", "aws,gcp,azure", "--train-workload", "tiny-cnn",
+def test_a_plan_across_networks_no_rule_joins_is_refused_before_anything_is_bought(tmp_path, geotrain_home) -> None:
+    sites = Path(__file__).resolve().parents[2] / "examples" / "sites.yaml"
+    mixed = tmp_path / "mixed.json"
+    planned = runner.invoke(app, ["plan", "--workload", "tiny-cnn", "--strategy", "allreduce", "--provider", "local",
+                                  "--target-sps", "1", "--onprem", str(sites), "-o", str(mixed),
+                                  "--nodes", "gcp/us-west1-b/n1-standard-8+T4,onprem/munich-lab/rtx8000-ws"])
+    assert planned.exit_code == 0, planned.output
+    result = runner.invoke(app, ["launch", str(mixed), "--provider", "gcp,onprem", "--train-workload", "tiny-cnn",
                                  "--checkpoint-url", "file:///mnt/share/run"])
     assert result.exit_code == 2, result.output
-    assert "3 private networks (aws/us-west-2, azure/eastus, gcp)" in result.output and "Traceback" not in result.output
+    assert "2 private networks (gcp, onprem/munich-lab)" in result.output and "Traceback" not in result.output
     assert not (geotrain_home / "ledger.sqlite").exists()

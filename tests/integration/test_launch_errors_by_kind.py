@@ -155,11 +155,16 @@ def test_a_replan_never_picks_an_opt_in_region_or_local_zone_the_plan_did_not_na
 def test_a_replan_of_a_one_region_run_leaves_out_every_network_no_rule_joins(fake, geotrain_home, tmp_path):
     from geotrain.launcher.replanning import other_networks
 
-    offers = bundled_snapshot().offers()
+    from datetime import datetime, timezone
+
+    from geotrain.domain import Continent, InstanceShape, InterruptionSignal, Location, Market, Offer
+
+    site = Offer(Location("onprem", "lab", "", Continent.EUROPE), InstanceShape("ws", 16, 64, "T4", 1), Market.OWNED,
+                 0.0, None, InterruptionSignal(None, None), datetime(2026, 1, 1, tzinfo=timezone.utc), "test")
+    offers = [*bundled_snapshot().offers(), site]
     one_region = launcher(fake, geotrain_home, tmp_path, plan=make_plan("aws/usw2-az1/g4dn.xlarge=2"))
-    out = other_networks(one_region, offers)
-    assert {o.location.zone_scope for o in offers if o.location.cloud != "aws"} == out  # AWS's other regions
-    assert out and not {o.location.zone_scope for o in offers if o.location.cloud == "aws"} & out  # are joined
+    # the other regions and clouds are joined by per-peer rules; a site's machines are not
+    assert other_networks(one_region, offers) == frozenset({"onprem/lab"})
     release(one_region)
     apart = launcher(fake, geotrain_home, tmp_path)  # a plan already across two regions is left as it is
     assert other_networks(apart, offers) == frozenset()

@@ -625,3 +625,20 @@ def test_a_request_with_its_own_image_boots_it(fake) -> None:
     base = req(new_run())
     node = gcp(fake).launch(LaunchRequest(base.request_id, base.run_id, base.offer, image=image))
     assert fake.find(node.node_id)[1]["disks"][0]["initializeParams"]["sourceImage"] == image
+
+
+def test_peer_rules_admit_the_runs_nodes_public_addresses_and_go_with_the_run(fake) -> None:
+    from geotrain.providers.base import PeerRules
+
+    provider = gcp(fake)
+    assert isinstance(provider, PeerRules)
+    run = new_run()
+    node = provider.launch(req(run))
+    name = f"{run_tag(run)}-public"
+    provider.admit_peers(run, ["198.51.100.7", "203.0.113.9"])
+    assert fake.firewalls[name]["sourceRanges"] == ["198.51.100.7/32", "203.0.113.9/32"]
+    assert fake.firewalls[name]["targetTags"] == [run_tag(run)]
+    provider.admit_peers(run, ["203.0.113.9"])  # patched: a node gone
+    assert fake.firewalls[name]["sourceRanges"] == ["203.0.113.9/32"]
+    provider.terminate(node.node_id)
+    assert name not in fake.firewalls  # the run's rules go with its last node

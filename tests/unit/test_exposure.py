@@ -37,14 +37,14 @@ def test_cloud_nodes_in_several_networks_cannot_be_joined_yet() -> None:
     assert unjoined_networks([EAST, EAST_2]) == () and unjoined_networks([GCP, iowa]) == ()
     assert unjoined_networks([SITE, Location("onprem", "home", "", Continent.EUROPE)]) == ()  # your own network
     assert unjoined_networks([EAST, WEST]) == ()  # AWS: per-peer rules join its regions
-    assert unjoined_networks([EAST, WEST, GCP]) == ("aws/us-east-1", "aws/us-west-2", "gcp")
-    assert unjoined_networks([EAST, GCP]) == ("aws/us-east-1", "gcp") and unjoined_networks([SITE, GCP]) != ()
+    assert unjoined_networks([EAST, WEST, GCP]) == ()  # and GCP's
+    assert unjoined_networks([SITE, GCP]) == ("gcp", "onprem/lab")  # a site beside a cloud
 
 
-def test_aws_and_azure_regions_are_joined_by_peer_rules_but_not_gcp_with_another_cloud() -> None:
+def test_aws_azure_and_gcp_networks_are_joined_by_peer_rules_but_not_a_site_beside_them() -> None:
     from geotrain.planning.exposure import unjoined_networks
 
     eastus = Location("azure", "eastus", "", Continent.NORTH_AMERICA)
     westus2 = Location("azure", "westus2", "", Continent.NORTH_AMERICA)
     assert unjoined_networks([eastus, westus2]) == () and unjoined_networks([EAST, westus2]) == ()
-    assert unjoined_networks([eastus, GCP]) == ("azure/eastus", "gcp")
+    assert unjoined_networks([eastus, GCP]) == () and unjoined_networks([eastus, SITE]) != ()

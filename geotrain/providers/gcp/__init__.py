@@ -8,8 +8,10 @@ Launch (:meth:`GcpProvider.launch`), in order:
    ``compute.globalOperations.wait``. ``gt-<run>-agent`` (the name it had when it opened the
    node agent's port) allows tcp:<geotrain's SSH port> (7422) from
    ``control_cidr`` to the target tag ``gt-<run>``; ``gt-<run>-peers`` allows all TCP from source tag
-   ``gt-<run>`` to target tag ``gt-<run>`` (the run's VMs, at their private addresses). Nothing else: the
-   image's sshd on 22 and the node agent (on the VM's loopback) are not opened.
+   ``gt-<run>`` to target tag ``gt-<run>`` (the run's VMs, at their private addresses). For a run across
+   clouds, ``admit_peers`` (PeerRules) keeps ``gt-<run>-public``: all TCP from the run's nodes' public
+   addresses (/32 each), inserted, then ``compute.firewalls.patch`` as nodes come and go. Nothing else:
+   the image's sshd on 22 and the node agent (on the VM's loopback) are not opened.
 2. ``compute.instances.get`` of the request's instance name (``gt-`` + 20 hex digits of the request id's
    hash, so that a retry finds what an earlier try made), and where absent ``compute.instances.insert`` in
    the offer's zone with ``requestId`` = uuid5 of the request id (GCE deduplicates it for about an hour;
@@ -80,7 +82,7 @@ Setup (what a user needs):
 - The Compute Engine API enabled, and a VPC network ``default`` (auto-mode subnets) or the ``network`` setting.
 - IAM: roles/compute.instanceAdmin.v1 (instances, their boot disks, the image, the subnet and its external
   address, zone operations, regions) and roles/compute.securityAdmin (firewall rules, global operations), or
-  roles/compute.admin. No service account is attached to the VMs unless ``instance_role`` (``launch
+  roles/compute.admin (a run across clouds patches its ``-public`` rule: compute.firewalls.update). No service account is attached to the VMs unless ``instance_role`` (``launch
   --instance-role``) names one (``serviceAccounts``, cloud-platform scope; then roles/iam.serviceAccountUser
   on it).
 - Quotas in each region used: CPUS (or the series' own, e.g. A2_CPUS), the GPU model's (NVIDIA_T4_GPUS, and

@@ -173,6 +173,29 @@ class Gce:
         if error is not None and not any(e.code == "RESOURCE_ALREADY_EXISTS" for e in done.error.errors):
             raise error
 
+    def put_firewall(self, project: str, run_id: str, body: dict[str, Any]) -> None:
+        """The rule as ``body`` says: inserted, or patched where it exists (its sourceRanges replaced)."""
+        from google.api_core import exceptions as gexc
+        from google.cloud import compute_v1
+
+        name = body["name"]
+        where = Where(f"compute.firewalls.patch {name}", None, "gcp")
+        try:
+            self.policy.call(where, lambda t: self.clients.firewalls.get(project=project, firewall=name, retry=None,
+                                                                         timeout=t), passthrough=(gexc.NotFound,))
+        except gexc.NotFound:
+            self.ensure_firewall(project, run_id, body)
+            return
+        resource = compute_v1.Firewall.from_json(json.dumps(body))
+        key = gce_request_id("firewall-patch", run_id, name, *body.get("sourceRanges", []))
+        operation = self.policy.call(where, lambda t: self.clients.firewalls.patch_unary(request={
+            "project": project, "firewall": name, "firewall_resource": resource, "request_id": key},
+            retry=None, timeout=t))
+        done = self.wait(project, None, operation.name, where)
+        error = operation_error(done, where)
+        if error is not None:
+            raise error
+
     def delete_firewall(self, project: str, run_id: str, name: str) -> None:
         from google.api_core import exceptions as gexc
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +31,7 @@ from geotrain.providers.gcp.shapes import (
     DEFAULT_NETWORK,
     firewall_bodies,
     firewall_names,
+    public_peers_body,
     gce_request_id,
     instance_body,
     instance_name,
@@ -386,7 +387,25 @@ class GcpProvider(SshNodes):
                                     network=self.vpc_network):
             gce.ensure_firewall(project, run_id, body)
         with self._state.locked() as st:
-            st["firewalls"][run_id] = {"names": list(firewall_names(run_id)), "present": True, "project": project}
+            names = list(dict.fromkeys([*firewall_names(run_id), *(st["firewalls"].get(run_id) or {}).get("names", [])]))
+            st["firewalls"][run_id] = {"names": names, "present": True, "project": project}
+
+    def admit_peers(self, run_id: str, addresses: Sequence[str]) -> None:
+        """PeerRules: the run's ``-public`` rule admits all TCP from each of ``addresses`` (/32) to its VMs,
+        and from no address no longer among them (patched; deleted when none is left)."""
+        known = self._state.read()["firewalls"].get(run_id)
+        if not known:
+            return
+        gce, _ = self._resolve()
+        body = public_peers_body(run_id, [f"{a}/32" for a in addresses], network=self.vpc_network)
+        if addresses:
+            with self._state.locked() as st:  # recorded first: a cleanup deletes it with the others
+                names = st["firewalls"][run_id]["names"]
+                if body["name"] not in names:
+                    names.append(body["name"])
+            gce.put_firewall(known["project"], run_id, body)
+        elif body["name"] in known["names"]:
+            gce.delete_firewall(known["project"], run_id, body["name"])
 
     def _cleanup_firewall(self, run_id: str, project: str) -> None:
         """Delete the run's rules once none of its nodes is left. Best effort: a failure keeps them recorded,

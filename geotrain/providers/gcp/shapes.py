@@ -72,6 +72,15 @@ def run_tag(run_id: str) -> str:
     return f"{NAME_PREFIX}{slug + '-' if slug else ''}{digest(run_id, 10)}"
 
 
+def public_peers_body(run_id: str, ranges: list[str], *, network: str = DEFAULT_NETWORK) -> dict[str, Any]:
+    """The run's rule for its nodes of other networks (a run across clouds): all TCP from their public
+    addresses (``ranges``, /32 each) to the run's VMs (by network tag)."""
+    tag = run_tag(run_id)
+    return {"name": f"{tag}-public", "network": network, "direction": "INGRESS", "priority": 1000,
+            "targetTags": [tag], "description": f"geotrain run {run_id}: TCP from the run's nodes in other networks",
+            "sourceRanges": sorted(ranges), "allowed": [{"IPProtocol": "tcp"}]}
+
+
 def firewall_names(run_id: str) -> tuple[str, str]:
     """(the rule that lets the launcher in, the rule between the run's nodes). The first is still named
     ``-agent``, from when it opened the node agent's port; it opens geotrain's SSH port now, and keeping

@@ -84,6 +84,7 @@ ROUTES = [
     ("GET", "firewalls.list", _P + r"/global/firewalls"),
     ("GET", "firewalls.get", _P + r"/global/firewalls/(?P<name>[^/]+)"),
     ("DELETE", "firewalls.delete", _P + r"/global/firewalls/(?P<name>[^/]+)"),
+    ("PATCH", "firewalls.patch", _P + r"/global/firewalls/(?P<name>[^/]+)"),
     ("GET", "globalOperations.get", _P + r"/global/operations/(?P<op>[^/]+)"),
     ("POST", "globalOperations.wait", _P + r"/global/operations/(?P<op>[^/]+)/wait"),
     ("GET", "regions.get", _P + r"/regions/(?P<region>[^/]+)"),
@@ -168,7 +169,7 @@ class GcpComputeFake(GcpFake):
     """The catalog fake plus Compute Engine's instance side (see the module docstring)."""
 
     name = "gcp-compute-fake"
-    methods = ("GET", "POST", "DELETE")
+    methods = ("GET", "POST", "DELETE", "PATCH")
 
     hypervisor: Any = None
     strict_types: bool = True
@@ -656,6 +657,30 @@ class GcpComputeFake(GcpFake):
             return status, rule
         op = self._operation("global", "delete", self.firewalls.pop(args["name"]))
         self.sync_firewalls()
+        if query.get("requestId"):
+            self.request_ids[query["requestId"]] = ("global", op["name"])
+        return 200, self._op_view(op)
+
+    def _firewalls_patch(self, args: dict[str, str], query: dict[str, str], body: Any) -> tuple[int, Any]:
+        """GCE's firewalls.patch: JSON merge patch of the rule (a field given replaces the rule's)."""
+        if query.get("requestId") in self.request_ids:
+            return 200, self._op_view(self.operations[self.request_ids[query["requestId"]]])
+        status, rule = self._firewalls_get(args, query, body)
+        if status != 200:
+            return status, rule
+        body = body if isinstance(body, dict) else {}
+        if body.get("name", args["name"]) != args["name"]:
+            return 400, self._error(400, "INVALID_ARGUMENT", "Invalid value for field 'resource.name'", "invalid")
+        try:
+            for cidr in body.get("sourceRanges", []):
+                ipaddress.ip_network(cidr)
+        except ValueError:
+            return 400, self._error(400, "INVALID_ARGUMENT",
+                                    f"Invalid value for field 'resource.sourceRanges': {body.get('sourceRanges')}",
+                                    "invalid")
+        rule.update({k: v for k, v in body.items() if k not in ("network", "selfLink", "id", "kind")})
+        self.sync_firewalls()
+        op = self._operation("global", "patch", rule)
         if query.get("requestId"):
             self.request_ids[query["requestId"]] = ("global", op["name"])
         return 200, self._op_view(op)
