@@ -80,6 +80,19 @@ _CLOUD_ALIASES = {"aws": "aws", "gcp": "gcp", "azure": "azure", "onprem": "onpre
 _AMOUNT = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(\+?)\s*$")
 
 
+# dstack's configuration types (its top-level ``type``), which a SkyPilot task never has
+DSTACK_TYPES = frozenset({"task", "dev-environment", "service", "fleet", "volume", "gateway"})
+
+
+def foreign_format(data: Mapping[str, Any]) -> str | None:
+    """What a YAML mapping is when it is another tool's file rather than a task or job spec, or None."""
+    if data.get("type") in DSTACK_TYPES and "run" not in data:
+        return (f"a dstack configuration (type: {data['type']}); geotrain reads SkyPilot tasks and its own "
+                "job specs: write the commands as a SkyPilot task's setup and run, and resources.gpu as "
+                "resources.accelerators")
+    return None
+
+
 def is_task(data: Mapping[str, Any]) -> bool:
     """Whether a YAML mapping is a SkyPilot task (it has one of the task's own keys)."""
     return any(key in data for key in TASK_KEYS)

@@ -18,7 +18,7 @@ from geotrain.providers.base import LOCAL_PROVIDER
 from geotrain.solver.model import BACKENDS
 from geotrain.solver.search import SearchProgress
 from geotrain.specfile import Fields, load_yaml_mapping
-from geotrain.taskfile import is_task, task_to_job
+from geotrain.taskfile import foreign_format, is_task, task_to_job
 
 PROVIDERS = (LOCAL_PROVIDER,)
 
@@ -51,6 +51,9 @@ def job_mapping(request: PlanRequest) -> tuple[dict[str, Any], str, Path]:
     if request.spec is not None:
         data = dict(load_yaml_mapping(request.spec, JobSpecError))
         origin, base = str(request.spec), request.spec.parent
+        foreign = foreign_format(data)
+        if foreign is not None:
+            raise JobSpecError(f"{origin}: {foreign}")
         if is_task(data):  # a SkyPilot task file (with geotrain's fields beside, if any)
             data = task_to_job(data, origin)
     else:

@@ -58,3 +58,14 @@ def test_a_capacity_confidence_out_of_range_is_an_input_error():
     result = runner.invoke(app, ["plan", "--workload", "convnext-large", "--nodes", NODES,
                                  "--capacity-confidence", "1.5"])
     assert result.exit_code == 2 and "capacity" in result.output, result.output
+
+
+def test_a_dstack_configuration_is_named_as_such(tmp_path, geotrain_home) -> None:
+    # dstack's own "Tasks" example (docs: concepts/tasks), as its users write it
+    spec = tmp_path / ".dstack.yml"
+    spec.write_text("type: task\nname: train\npython: \"3.11\"\ncommands:\n  - pip install -r requirements.txt\n"
+                    "  - python train.py\nresources:\n  gpu: 24GB\n")
+    result = runner.invoke(app, ["plan", str(spec)])
+    assert result.exit_code == 2, result.output
+    assert "a dstack configuration (type: task)" in result.output and "workload" not in result.output
+    assert "Traceback" not in result.output
