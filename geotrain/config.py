@@ -65,8 +65,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from geotrain.domain import (
-    IMAGE_FORMS, PRECISIONS, Constraints, Continent, DatasetSpec, JobSpec, Market, ModelSpec, Objective,
-    ResourceFilter, SyncSettings, SyncStrategyName, TaskRun, image_cloud,
+    DISK_TIERS, IMAGE_FORMS, PRECISIONS, BootDisk, Constraints, Continent, DatasetSpec, JobSpec, Market, ModelSpec,
+    Objective, ResourceFilter, SyncSettings, SyncStrategyName, TaskRun, image_cloud, is_storage_url,
 )
 from geotrain.errors import JobSpecError
 from geotrain.specfile import Fields, load_yaml_mapping
@@ -116,13 +116,14 @@ def parse_job_spec(fields: Fields, *, base_dir: Path) -> JobSpec:
     if egress is not None:
         egress = str(_beside(egress, base_dir))
     task = _task(fields.section("task"), base_dir)
+    notes = tuple(fields.text_list("notes", None) or ())
     fields.finish()
     return JobSpec(
         name=name, workload=workload, objective=objective, sync=sync,
         target_samples_per_s=target, budget_usd_per_hour=budget, total_samples=total,
         deadline_h=deadline, constraints=constraints, onprem_inventory=inventory,
         dataset=dataset, checkpoint_url=checkpoint_url, model=model, rates_file=rates, task=task,
-        egress_file=egress,
+        egress_file=egress, notes=notes,
     )
 
 
@@ -226,6 +227,9 @@ def _resources(fields: Fields) -> tuple[ResourceFilter, ...]:
         values.update({name: item.number(name, None, minimum=0) for name in _RESOURCE_NUMBERS})
         market = item.choice("market", (Market.SPOT.value, Market.ON_DEMAND.value), None)
         values["market"] = Market(market) if market else None
+        disk_size = item.whole("disk_size_gib", None, minimum=1, maximum=65_536)
+        disk_tier = item.choice("disk_tier", DISK_TIERS, None)
+        values["disk"] = BootDisk(disk_size, disk_tier) if disk_size is not None or disk_tier else None
         if values["cloud"]:
             values["cloud"] = values["cloud"].lower()
         if values["image"] is not None:
@@ -252,7 +256,7 @@ def _task(fields: Fields | None, base_dir: Path) -> TaskRun | None:
         workdir=None if workdir is None else str(_beside(workdir, base_dir).resolve()),
         envs=() if envs is None else tuple((str(k), _env_value(envs, k)) for k in envs.keys()),
         file_mounts=() if mounts is None else tuple(
-            (str(k), str(_beside(mounts.text(k), base_dir).resolve())) for k in mounts.keys()),
+            (str(k), _mount_source(mounts.text(k), base_dir)) for k in mounts.keys()),
     )
     if envs is not None:
         envs.finish()
@@ -260,6 +264,11 @@ def _task(fields: Fields | None, base_dir: Path) -> TaskRun | None:
         mounts.finish()
     fields.finish()
     return task
+
+
+def _mount_source(source: str, base_dir: Path) -> str:
+    """A storage URL as it is; a local path made absolute (beside the spec file)."""
+    return source if is_storage_url(source) else str(_beside(source, base_dir).resolve())
 
 
 def _script(fields: Fields, key: str) -> str | None:
@@ -388,6 +397,7 @@ def job_to_mapping(job: JobSpec) -> dict:
             "samples": job.dataset.samples, "reads_per_sample": job.dataset.reads_per_sample,
         },
         "checkpoint_url": job.checkpoint_url, "rates": job.rates_file, "egress": job.egress_file,
+        "notes": list(job.notes) or None,
         "model": None if job.model is None else {
             "parameters": job.model.parameters, "kind": job.model.kind,
             "samples_per_step": job.model.samples_per_step,
@@ -405,4 +415,6 @@ def job_to_mapping(job: JobSpec) -> dict:
 def _resource_mapping(resource: ResourceFilter) -> dict:
     out = {name: getattr(resource, name) for name in (*_RESOURCE_TEXTS, "accelerator_count", *_RESOURCE_NUMBERS)}
     out["market"] = resource.market.value if resource.market else None
+    if resource.disk is not None:
+        out["disk_size_gib"], out["disk_tier"] = resource.disk.size_gib, resource.disk.tier
     return {k: v for k, v in out.items() if v is not None}

@@ -330,6 +330,19 @@ def image_cloud(image: str) -> str | None:
     return None
 
 
+DISK_TIERS = ("low", "medium", "high", "ultra", "best")  # SkyPilot's ``disk_tier`` words
+
+
+@dataclass(frozen=True, slots=True)
+class BootDisk:
+    """A node's boot disk as a task asks for it (SkyPilot's ``disk_size``, ``disk_tier``): its size in
+    GiB and its tier (one of ``DISK_TIERS``; each provider maps it to its cloud's disk type); None: the
+    provider's default."""
+
+    size_gib: int | None = None
+    tier: str | None = None
+
+
 @dataclass(frozen=True, slots=True)
 class ResourceFilter:
     """One resource choice of a task file (SkyPilot's ``resources``, or one of its ``any_of`` /
@@ -350,6 +363,7 @@ class ResourceFilter:
     max_memory_gib: float | None = None
     market: Market | None = None
     image: str | None = None
+    disk: BootDisk | None = None  # the boot disk of the choice's nodes (None: the provider's own)
 
     def matches(self, offer: Offer) -> bool:
         loc, shape = offer.location, offer.shape
@@ -413,6 +427,11 @@ class Constraints:
         matches that names one; None: the provider's own image."""
         return next((r.image for r in self.resources if r.image is not None and r.matches(offer)), None)
 
+    def disk_for(self, offer: Offer) -> BootDisk | None:
+        """The boot disk the task asks for on ``offer``'s nodes: that of the first matching resource
+        choice that names one; None: the provider's default."""
+        return next((r.disk for r in self.resources if r.disk is not None and r.matches(offer)), None)
+
 
 @dataclass(frozen=True, slots=True)
 class TaskRun:
@@ -424,7 +443,23 @@ class TaskRun:
     setup: str | None = None
     workdir: str | None = None
     envs: tuple[tuple[str, str], ...] = ()
-    file_mounts: tuple[tuple[str, str], ...] = ()
+    file_mounts: tuple[tuple[str, str], ...] = ()  # a source is a local path, or a storage URL (s3://, gs://, …)
+
+    @property
+    def local_mounts(self) -> tuple[tuple[str, str], ...]:
+        return tuple((d, s) for d, s in self.file_mounts if not is_storage_url(s))
+
+    @property
+    def storage_mounts(self) -> tuple[tuple[str, str], ...]:
+        return tuple((d, s) for d, s in self.file_mounts if is_storage_url(s))
+
+
+STORAGE_SCHEMES = ("s3://", "gs://", "az://", "abfs://", "abfss://")  # copied onto nodes through fsspec
+
+
+def is_storage_url(source: str) -> bool:
+    """Whether a file mount's source is cloud storage (copied onto each node) rather than a local path."""
+    return source.startswith(STORAGE_SCHEMES)
 
 
 # The workload of a task file that names none: its script's throughput is not modelled, the plan
@@ -452,6 +487,7 @@ class JobSpec:
     rates_file: str | None = None  # path to the user's compute rates (``--rates``), over the bundled ones
     task: TaskRun | None = None  # a task file's commands: what launch runs on the nodes
     egress_file: str | None = None  # path to the user's egress rates (``--egress``), over the bundled ones
+    notes: tuple[str, ...] = ()  # what a task file asked for that geotrain reads its own way (said in the plan)
 
     @property
     def strategy(self) -> SyncStrategyName:

@@ -42,7 +42,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from geotrain.domain import IMAGE_FORMS, UNMODELLED_WORKLOAD, image_cloud
+from geotrain.domain import DISK_TIERS, IMAGE_FORMS, STORAGE_SCHEMES, UNMODELLED_WORKLOAD, image_cloud
 from geotrain.errors import JobSpecError
 
 # Top-level SkyPilot keys that make a file a task file (a job spec has none of them).
@@ -61,21 +61,26 @@ _REFUSED_TOP = {
     "pool": "not supported",
 }
 _REFUSED_RESOURCES = {
-    "ports": "geotrain opens no ports on nodes but its agent's",
-    "disk_size": "geotrain boots the image's default disk",
-    "disk_tier": "geotrain boots the image's default disk",
-    "network_tier": "not supported",
-    "labels": "geotrain labels nodes with the run id",
-    "accelerator_args": "not supported",
-    "job_recovery": "geotrain always recovers from preemptions (checkpoints and re-planning)",
-    "spot_recovery": "geotrain always recovers from preemptions (checkpoints and re-planning)",
-    "autostop": "a run's nodes end when it ends",
-    "use_spot_recovery": "not supported",
-    "priority": "not supported",
-    "volumes": "not supported",
+    "ports": "geotrain opens no ports on nodes but its agent's; reach a node's port with `geotrain ssh RUN -L …`",
+    "accelerator_args": "TPU runtime arguments: geotrain does not launch TPU VMs",
+    "priority": "geotrain runs one job per run; there is no queue to order",
+    "volumes": "give data through file_mounts (local files or cloud storage in mode COPY)",
 }
+# SkyPilot resources fields geotrain reads its own way: accepted, with what the plan says about them.
+_NOTED_RESOURCES = {
+    "job_recovery": "{key}: geotrain always recovers a preempted run (re-plans, relaunches the missing nodes and "
+                    "resumes from the last checkpoint); the strategy named is not used",
+    "spot_recovery": "{key}: geotrain always recovers a preempted run (re-plans, relaunches the missing nodes and "
+                     "resumes from the last checkpoint); the strategy named is not used",
+    "use_spot_recovery": "{key}: geotrain always recovers a preempted run",
+    "autostop": "{key}: a run's nodes are released when the run ends (autostop is what geotrain always does)",
+    "labels": "{key}: geotrain labels each node with its run id; the task's labels are not applied",
+    "network_tier": "{key}: the network each cloud gives the planned instance types is used as it is",
+}
+DEFAULT_CPUS = 8.0  # SkyPilot's default VM for a task without accelerators: 8 vCPUs …
+DEFAULT_MEMORY_GIB_PER_CPU = 4.0  # … with 4 GiB each (or what its cpus / memory say)
 _RESOURCE_KEYS = ("infra", "cloud", "region", "zone", "accelerators", "use_spot", "cpus", "memory", "instance_type",
-                  "image_id")
+                  "image_id", "disk_size", "disk_tier", *_NOTED_RESOURCES)
 _CLOUD_ALIASES = {"aws": "aws", "gcp": "gcp", "azure": "azure", "onprem": "onprem"}
 _AMOUNT = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(\+?)\s*$")
 
@@ -117,7 +122,8 @@ def task_to_job(data: Mapping[str, Any], origin: str) -> dict[str, Any]:
                                "perf model must know what trains); add workload: NAME (a built-in one, or your own "
                                "with a model section and --rates), or leave the goal out to plan on price alone")
     constraints = dict(_mapping(job.get("constraints") or {}, f"{origin}: constraints"))
-    resources = _resources(data.get("resources"), origin)
+    notes: list[str] = []
+    resources = _resources(data.get("resources"), origin, notes, modelled=job["workload"] != UNMODELLED_WORKLOAD)
     if resources:
         if "resources" in constraints:
             raise JobSpecError(f"{origin}: constraints.resources: give the resources once, in SkyPilot's "
@@ -146,17 +152,40 @@ def task_to_job(data: Mapping[str, Any], origin: str) -> dict[str, Any]:
         task["envs"] = data["envs"]
     mounts = data.get("file_mounts")
     if mounts is not None:
-        for dest, source in _mapping(mounts, f"{origin}: file_mounts").items():
-            if not isinstance(source, str):
-                raise JobSpecError(f"{origin}: file_mounts.{dest}: storage mounts (source, store, mode) are not "
-                                   "supported; give a local path, or read the bucket from your script")
-            if "://" in source:
-                raise JobSpecError(f"{origin}: file_mounts.{dest}: {source!r}: mounting cloud storage is not "
-                                   "supported; copy it in setup (e.g. aws s3 cp) or read it from your script")
-        task["file_mounts"] = mounts
+        task["file_mounts"] = {str(dest): _mount_source(dest, source, f"{origin}: file_mounts.{dest}")
+                               for dest, source in _mapping(mounts, f"{origin}: file_mounts").items()}
     if task:
         job["task"] = task
+    if notes:
+        job["notes"] = list(dict.fromkeys(notes))
     return job
+
+
+def _mount_source(dest: Any, source: Any, where: str) -> str:
+    """A file mount's source: a local path (copied from here), or a cloud-storage URL copied onto each node
+    (``s3://``, ``gs://``, ``az://``/``abfs://``: a plain URL, or SkyPilot's ``{source: URL, mode: COPY}``).
+    ``MOUNT``/``MOUNT_CACHED`` (SkyPilot's default mode) and buckets SkyPilot would create are refused."""
+    if isinstance(source, str):
+        if "://" in source and not source.startswith(STORAGE_SCHEMES):
+            raise JobSpecError(f"{where}: {source!r}: geotrain copies storage from {', '.join(STORAGE_SCHEMES)} "
+                               "URLs; fetch others in setup")
+        return source
+    fields = _mapping(source, where)
+    unknown = set(fields) - {"name", "source", "store", "mode", "persistent", "config"}
+    if unknown:
+        raise JobSpecError(f"{where}: unknown storage fields {', '.join(sorted(map(str, unknown)))}")
+    url = fields.get("source")
+    if not isinstance(url, str) or not url.startswith(STORAGE_SCHEMES):
+        raise JobSpecError(f"{where}: a storage mount without a cloud-storage source ({url!r}) asks SkyPilot to "
+                           "create a bucket and upload to it; geotrain creates no buckets: give a local path to "
+                           "copy to the nodes, or create the bucket and give source: s3://… with mode: COPY")
+    mode = str(fields.get("mode", "MOUNT")).upper()
+    if mode != "COPY":
+        raise JobSpecError(f"{where}: mode {mode}{' (SkyPilot default)' if 'mode' not in fields else ''}: geotrain "
+                           "does not FUSE-mount storage (a mounter on the node image cannot be verified before "
+                           f"anything is bought); write mode: COPY to copy {url} onto each node, or read it from "
+                           "your script")
+    return url
 
 
 def _mapping(value: Any, where: str) -> Mapping[str, Any]:
@@ -165,12 +194,13 @@ def _mapping(value: Any, where: str) -> Mapping[str, Any]:
     return value
 
 
-def _resources(value: Any, origin: str) -> list[dict[str, Any]]:
+def _resources(value: Any, origin: str, notes: list[str], *, modelled: bool) -> list[dict[str, Any]]:
     """SkyPilot's ``resources`` → a list of resource choices (ResourceFilter mappings): one per
-    ``any_of``/``ordered`` item (each over the base fields) and per accelerator alternative."""
-    if value is None:
-        return []
+    ``any_of``/``ordered`` item (each over the base fields) and per accelerator alternative. A task
+    without ``workload`` and without resources gets SkyPilot's default VM (see ``_choice``)."""
     where = f"{origin}: resources"
+    if value is None:
+        return [] if modelled else _choice({}, where, notes, modelled=modelled)
     if isinstance(value, list):
         raise JobSpecError(f"{where}: must be a mapping; for alternatives use any_of: [...] inside it")
     base = dict(_mapping(value, where))
@@ -187,12 +217,19 @@ def _resources(value: Any, origin: str) -> list[dict[str, Any]]:
     choices = [(where, base)] if not alternatives else [(w, {**base, **item}) for w, item in alternatives]
     out: list[dict[str, Any]] = []
     for place, fields in choices:
-        out += _choice(fields, place)
+        out += _choice(fields, place, notes, modelled=modelled)
     return out
 
 
-def _choice(fields: dict[str, Any], where: str) -> list[dict[str, Any]]:
+def _choice(fields: dict[str, Any], where: str, notes: list[str], *, modelled: bool) -> list[dict[str, Any]]:
+    """One resource choice, as SkyPilot reads it: ``use_spot`` absent is on-demand (a task with geotrain's
+    ``workload`` leaves the market to the perf model, which prices preemptions); without accelerators
+    or an instance type, a task without ``workload`` gets a CPU-only VM of ``cpus`` (default 8+) vCPUs
+    and ``memory`` (default 4 GiB per vCPU) GiB."""
     for key in fields:
+        if key in _NOTED_RESOURCES:
+            notes.append(_NOTED_RESOURCES[key].format(key=f"resources.{key}"))
+            continue
         if key in _REFUSED_RESOURCES:
             raise JobSpecError(f"{where}.{key}: not supported by geotrain ({_REFUSED_RESOURCES[key]})")
         if key not in _RESOURCE_KEYS:
@@ -210,6 +247,8 @@ def _choice(fields: dict[str, Any], where: str) -> list[dict[str, Any]]:
         if not isinstance(use_spot, bool):
             raise JobSpecError(f"{where}.use_spot: must be true or false, got {use_spot!r}")
         one["market"] = "spot" if use_spot else "on_demand"
+    elif not modelled:
+        one["market"] = "on_demand"  # SkyPilot's default
     for key, low, high in (("cpus", "min_vcpus", "max_vcpus"), ("memory", "min_memory_gib", "max_memory_gib")):
         if fields.get(key) is not None:
             amount, at_least = _amount(fields[key], f"{where}.{key}")
@@ -218,11 +257,33 @@ def _choice(fields: dict[str, Any], where: str) -> list[dict[str, Any]]:
                 one[high] = amount
     images = _images(fields.get("image_id"), one, f"{where}.image_id")
     accelerators = _accelerators(fields.get("accelerators"), f"{where}.accelerators")
+    if not accelerators and fields.get("instance_type") is None and not modelled:
+        one["accelerator"] = "CPU"  # SkyPilot's default VM: CPU only, 8+ vCPUs, 4 GiB per vCPU
+        if fields.get("cpus") is None and fields.get("memory") is None:
+            one["min_vcpus"] = DEFAULT_CPUS
+        if fields.get("memory") is None:
+            one["min_memory_gib"] = DEFAULT_MEMORY_GIB_PER_CPU * one.get("min_vcpus", DEFAULT_CPUS)
+    _disk(fields, one, where)
     with_images = [{**one, **image} for image in images] if images else [one]
     if not accelerators:
         return with_images
     return [{**choice, "accelerator": name, "accelerator_count": count}
             for choice in with_images for name, count in accelerators]
+
+
+def _disk(fields: dict[str, Any], one: dict[str, Any], where: str) -> None:
+    """``disk_size`` (GiB, a whole number) and ``disk_tier`` (low, medium, high, ultra, best) → the
+    choice's boot disk."""
+    size = fields.get("disk_size")
+    if size is not None:
+        if isinstance(size, bool) or not isinstance(size, (int, float)) or size < 1 or not float(size).is_integer():
+            raise JobSpecError(f"{where}.disk_size: must be a whole number of GiB, got {size!r}")
+        one["disk_size_gib"] = int(size)
+    tier = fields.get("disk_tier")
+    if tier is not None:
+        if str(tier).lower() not in DISK_TIERS:
+            raise JobSpecError(f"{where}.disk_tier: {tier!r} is not one of {', '.join(DISK_TIERS)}")
+        one["disk_tier"] = str(tier).lower()
 
 
 def _images(value: Any, one: dict[str, Any], where: str) -> list[dict[str, Any]]:

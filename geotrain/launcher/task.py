@@ -12,7 +12,9 @@ gives a task, so its multi-node scripts run unchanged:
 - ``SKYPILOT_NUM_GPUS_PER_NODE``: the node's accelerators on a cloud; 1 on the local provider, where a
   node is a process group of this machine (one process per node).
 
-The workdir is copied to ``~/sky_workdir`` on each node (as SkyPilot syncs it) and ``file_mounts``
+Before setup, a node copies the task's cloud-storage mounts (``s3://``, ``gs://``, ``az://`` sources, SkyPilot's
+mode ``COPY``) from storage to their destinations itself (``geotrain.node.fetch``, through fsspec with the
+node's own credentials); a failed copy is a failed setup. The workdir is copied to ``~/sky_workdir`` on each node (as SkyPilot syncs it) and local ``file_mounts``
 to their destinations (``~/x`` or a relative path: under the node's home; other absolute paths are
 refused), once per node and launcher. On the local provider (one host) the launcher's Python
 environment comes first on ``PATH`` (its ``torchrun``, ``pip``), and a node's directory is its home
@@ -24,6 +26,7 @@ given no files (none now) refuses such a task before anything is bought.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import sys
@@ -38,10 +41,17 @@ WORKDIR_NAME = "sky_workdir"
 _IGNORED = shutil.ignore_patterns(".git", ".venv", "__pycache__", ".mypy_cache", ".pytest_cache", "node_modules")
 MAX_COPY_BYTES = 1 << 30  # a workdir or mount larger than this is refused (it would be copied per node)
 
+SETUP_FAILED = "geotrain: the task's setup failed (exit "  # the wrapper's last line when setup fails
 WRAPPER = r"""
-if [ -n "${GEOTRAIN_TASK_SETUP:-}" ] && [ ! -e "${GEOTRAIN_NODE_DIR:-.}/task-setup.done" ]; then
-  echo "geotrain: running the task's setup on node ${GEOTRAIN_NODE_ID:-}" >&2
-  bash -c "$GEOTRAIN_TASK_SETUP" || { rc=$?; echo "geotrain: the task's setup failed (exit $rc)" >&2; exit $rc; }
+if [ ! -e "${GEOTRAIN_NODE_DIR:-.}/task-setup.done" ]; then
+  if [ -n "${GEOTRAIN_TASK_FETCH:-}" ]; then
+    echo "geotrain: copying the task's storage mounts onto node ${GEOTRAIN_NODE_ID:-}" >&2
+    python -m geotrain.node.fetch || { rc=$?; echo "geotrain: the task's setup failed (exit $rc)" >&2; exit $rc; }
+  fi
+  if [ -n "${GEOTRAIN_TASK_SETUP:-}" ]; then
+    echo "geotrain: running the task's setup on node ${GEOTRAIN_NODE_ID:-}" >&2
+    bash -c "$GEOTRAIN_TASK_SETUP" || { rc=$?; echo "geotrain: the task's setup failed (exit $rc)" >&2; exit $rc; }
+  fi
   : > "${GEOTRAIN_NODE_DIR:-.}/task-setup.done"
 fi
 exec bash -c "${GEOTRAIN_TASK_RUN:-true}"
@@ -57,16 +67,18 @@ def check_task(task: TaskRun, *, shared_host: bool, ships: bool = False) -> None
     provider copies files to its nodes, ``NodeLink``)."""
     if not task.run:
         raise InputError("the task has no run: nothing to train; add run: (the command each node runs)")
-    if not (shared_host or ships) and (task.workdir or task.file_mounts):
+    if not (shared_host or ships) and (task.workdir or task.local_mounts):
         raise InputError("this provider's nodes cannot be given the workdir and file_mounts; fetch the code in "
                          "setup (e.g. git clone, pip install) and read data from storage (checkpoint_url, dataset)")
-    for dest, source in task.file_mounts:
+    for dest, _ in task.storage_mounts:
+        _mount_target(Path("/node"), dest)
+    for dest, source in task.local_mounts:
         _mount_target(Path("/node"), dest)  # refuses destinations outside the node's home
         if not Path(source).exists():
             raise InputError(f"file_mounts: {dest}: {source} does not exist")
     if task.workdir and not Path(task.workdir).is_dir():
         raise InputError(f"workdir: {task.workdir} is not a directory")
-    for path in [task.workdir, *(s for _, s in task.file_mounts)]:
+    for path in [task.workdir, *(s for _, s in task.local_mounts)]:
         if path and _size(Path(path)) > MAX_COPY_BYTES:
             raise InputError(f"{path} holds more than {MAX_COPY_BYTES >> 20} MiB, which would be copied to every "
                              "node; put large data in storage and read it from the task")
@@ -83,6 +95,8 @@ def task_env(task: TaskRun, *, rank: int, addresses: list[str], accelerators: in
         "SKYPILOT_TASK_ID": run_id,
         "GEOTRAIN_TASK_RUN": task.run or "", "GEOTRAIN_TASK_SETUP": task.setup or "",
     }
+    if task.storage_mounts:  # copied onto the node before setup (geotrain.node.fetch), with the node's credentials
+        env["GEOTRAIN_TASK_FETCH"] = json.dumps([[dest, url] for dest, url in task.storage_mounts])
     if node_home is not None:
         env["HOME"] = str(node_home)
     if shared_host:  # a local node runs in the launcher's Python environment: its scripts (torchrun, pip) first
@@ -103,7 +117,7 @@ def task_command(la, node, rank: int, env: dict[str, str]) -> Path | None:  # no
                         run_id=la.run_id, node_home=home))
     if home is not None:
         return prepare_node(task, home)
-    sources = [(Path(source), _remote_mount(dest)) for dest, source in task.file_mounts]
+    sources = [(Path(source), _remote_mount(dest)) for dest, source in task.local_mounts]
     if task.workdir:
         sources.append((Path(task.workdir), f"~/{WORKDIR_NAME}"))
     _ship(la, node, sources)
@@ -171,7 +185,7 @@ def prepare_node(task: TaskRun, node_home: Path) -> Path:
     """Copy the workdir and file mounts into a local node's home (once; later generations reuse them);
     the directory setup and run start in."""
     node_home.mkdir(parents=True, exist_ok=True)
-    for dest, source in task.file_mounts:
+    for dest, source in task.local_mounts:
         target = _mount_target(node_home, dest)
         if target.exists():
             continue

@@ -50,7 +50,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
-from geotrain.domain import Location, Offer
+from geotrain.domain import BootDisk, Location, Offer
 
 LOCAL_PROVIDER = "local"  # the embedded default: nodes are processes on this machine (providers/local.py)
 
@@ -81,6 +81,7 @@ class LaunchRequest:
     run_id: str  # every node is tagged with its run; list(run_id) finds them all
     offer: Offer  # where and what to launch
     image: str | None = None  # the boot image (the offer's cloud's form, geotrain.domain.image_cloud); None: the provider's
+    disk: BootDisk | None = None  # the boot disk's size and tier; None: the provider's default
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,7 +11,7 @@ import yaml
 
 from geotrain.config import job_to_mapping, parse_job_spec
 from geotrain.domain import (
-    UNMODELLED_WORKLOAD, Continent, InstanceShape, InterruptionSignal, Location, Market, Offer, ResourceFilter,
+    UNMODELLED_WORKLOAD, BootDisk, Continent, InstanceShape, InterruptionSignal, Location, Market, Offer, ResourceFilter,
 )
 from geotrain.errors import JobSpecError
 from geotrain.specfile import Fields
@@ -22,6 +22,10 @@ def job_of(text: str, base: Path = Path("/work/tasks")):
     data = yaml.safe_load(text)
     mapping = task_to_job(data, "task.yaml")
     return parse_job_spec(Fields(mapping, origin="task.yaml", error=JobSpecError), base_dir=base)
+
+
+def round_trip(job):
+    return parse_job_spec(Fields(job_to_mapping(job), origin="plan", error=JobSpecError), base_dir=Path("/"))
 
 
 def offer(cloud="aws", region="us-east-1", zone="use1-az1", itype="p4d.24xlarge", acc="A100", count=8,
@@ -93,7 +97,47 @@ def test_cpus_memory_and_the_market():
         job_of("resources: {cpus: '8+', use_spot: false}\nrun: x").constraints.resources[0]
     assert (exact.min_vcpus, exact.max_vcpus, exact.min_memory_gib, exact.max_memory_gib) == (8, 8, 32, None)
     assert (least.min_vcpus, least.max_vcpus, least.market) == (8, None, Market.ON_DEMAND)
-    assert job_of("resources: {accelerators: T4}\nrun: x").constraints.resources[0].market is None  # the plan chooses
+    # use_spot absent is on-demand, as in SkyPilot; with geotrain's workload the perf model chooses the market
+    assert job_of("resources: {accelerators: T4}\nrun: x").constraints.resources[0].market == Market.ON_DEMAND
+    assert job_of("workload: resnet50\nresources: {accelerators: T4}\nrun: x").constraints.resources[0].market is None
+
+
+def test_a_task_without_accelerators_gets_skypilots_default_cpu_vm_or_what_its_cpus_and_memory_say():
+    bare = job_of("run: echo hi").constraints.resources
+    assert [(r.accelerator, r.min_vcpus, r.max_vcpus, r.min_memory_gib, r.market) for r in bare] == [
+        ("CPU", 8, None, 32, Market.ON_DEMAND)]
+    four = job_of("resources: {cpus: '4+', infra: gcp}\nrun: x").constraints.resources[0]
+    assert (four.accelerator, four.min_vcpus, four.min_memory_gib, four.cloud) == ("CPU", 4, 16, "gcp")
+    mem = job_of("resources: {memory: '64+'}\nrun: x").constraints.resources[0]
+    assert (mem.accelerator, mem.min_vcpus, mem.min_memory_gib) == ("CPU", None, 64)
+    typed = job_of("resources: {instance_type: m6i.2xlarge}\nrun: x").constraints.resources[0]
+    assert typed.accelerator is None  # an instance type names its own hardware
+
+
+def test_disk_fields_are_the_boot_disk_of_their_choice_and_round_trip():
+    job = job_of("resources: {accelerators: A100:8, disk_size: 1024, disk_tier: best, any_of: [{infra: aws}, "
+                 "{infra: gcp, disk_size: 500}]}\nrun: x")
+    assert [(r.cloud, r.disk) for r in job.constraints.resources] == [
+        ("aws", BootDisk(1024, "best")), ("gcp", BootDisk(500, "best"))]
+    assert round_trip(job).constraints.resources == job.constraints.resources
+    with pytest.raises(JobSpecError, match="disk_tier"):
+        job_of("resources: {disk_tier: fastest}\nrun: x")
+
+
+def test_recovery_and_other_fields_geotrain_reads_its_own_way_are_accepted_and_said_in_the_plan():
+    job = job_of("resources: {accelerators: V100, use_spot: true, job_recovery: {strategy: FAILOVER, "
+                 "max_restarts_on_errors: 3}, autostop: 10}\nrun: x")
+    assert any("job_recovery" in n and "always recovers" in n for n in job.notes)
+    assert any("autostop" in n for n in job.notes)
+    assert round_trip(job).notes == job.notes
+
+
+def test_cloud_storage_in_copy_mode_is_copied_onto_the_nodes_and_mounts_are_refused_by_name():
+    job = job_of("file_mounts: {~/data: s3://bucket/data, ~/ckpt: {source: 'gs://b/ckpt', mode: COPY}, "
+                 "~/code: .}\nrun: x")
+    assert dict(job.task.storage_mounts) == {"~/data": "s3://bucket/data", "~/ckpt": "gs://b/ckpt"}
+    assert [d for d, _ in job.task.local_mounts] == ["~/code"]
+    assert round_trip(job).task == job.task
 
 
 def test_a_filter_matches_offers_exactly_as_skypilot_names_them():
@@ -110,12 +154,13 @@ def test_a_filter_matches_offers_exactly_as_skypilot_names_them():
     ("service: {readiness_probe: /}\nrun: x", "service"),
     ("resources: {ports: 8080}\nrun: x", "resources.ports"),
     ("resources: {image_id: docker:ubuntu}\nrun: x", "resources.image_id"),
-    ("resources: {disk_size: 512}\nrun: x", "resources.disk_size"),
-    ("resources: {job_recovery: FAILOVER}\nrun: x", "resources.job_recovery"),
+    ("resources: {disk_size: 12.5}\nrun: x", "resources.disk_size"),
     ("resources: {any_of: [{infra: aws, ports: 22}]}\nrun: x", "resources.any_of[0].ports"),
     ("resources: {acelerators: T4}\nrun: x", "resources.acelerators"),
-    ("file_mounts: {/data: s3://bucket/data}\nrun: x", "file_mounts./data"),
-    ("file_mounts: {/data: {source: s3://b, mode: MOUNT}}\nrun: x", "file_mounts./data"),
+    ("file_mounts: {/data: {source: s3://b, mode: MOUNT}}\nrun: x", "mode: COPY"),
+    ("file_mounts: {/data: {source: s3://b}}\nrun: x", "SkyPilot default"),
+    ("file_mounts: {/data: {name: my-bucket, source: ./local}}\nrun: x", "creates no buckets"),
+    ("file_mounts: {/data: 'r2://b/x'}\nrun: x", "file_mounts./data"),
     ("workdir: {url: https://github.com/x/y, ref: main}\nrun: x", "workdir"),
     ("resources: {infra: k8s}\nrun: x", "k8s"),
     ("resources: {infra: aws/us-east-1/us-east-1a}\nrun: x", "AZ id"),
@@ -148,18 +193,18 @@ def test_paths_are_beside_the_task_file_and_the_job_round_trips_through_its_mapp
 
 
 def test_image_id_in_skypilots_forms_is_the_boot_image_of_its_choice_and_round_trips():
-    job = job_of("resources: {infra: aws/us-east-1, accelerators: A100:8, image_id: ami-0868a20f5a3bf9702}\nrun: x")
+    job = job_of("resources: {infra: aws/us-east-1, accelerators: A100:8, use_spot: true, image_id: ami-0868a20f5a3bf9702}\nrun: x")
     [only] = job.constraints.resources
     assert (only.cloud, only.region, only.image) == ("aws", "us-east-1", "ami-0868a20f5a3bf9702")
     assert job.constraints.image_for(offer()) == "ami-0868a20f5a3bf9702"
     assert job.constraints.image_for(offer(region="us-west-2")) is None  # not a choice of the task
-    per_region = job_of("resources:\n  accelerators: A100:8\n  image_id: {us-east-1: ami-0729d913a335efca7, "
+    per_region = job_of("resources:\n  accelerators: A100:8\n  use_spot: true\n  image_id: {us-east-1: ami-0729d913a335efca7, "
                         "us-west-2: ami-050814f384259894c}\nrun: x")
     assert [(r.region, r.image) for r in per_region.constraints.resources] == [
         ("us-east-1", "ami-0729d913a335efca7"), ("us-west-2", "ami-050814f384259894c")]  # only those regions
     assert per_region.constraints.image_for(offer(region="us-west-2")) == "ami-050814f384259894c"
     gcp = "projects/deeplearning-platform-release/global/images/common-cpu-v20230615-debian-11-py310"
-    branch = job_of(f"resources:\n  accelerators: A100:8\n  any_of:\n    - {{infra: gcp, image_id: {gcp}}}\n"
+    branch = job_of(f"resources:\n  accelerators: A100:8\n  use_spot: true\n  any_of:\n    - {{infra: gcp, image_id: {gcp}}}\n"
                     "    - {infra: aws}\nrun: x")
     assert [(r.cloud, r.image) for r in branch.constraints.resources] == [("gcp", gcp), ("aws", None)]
     assert branch.constraints.image_for(offer()) is None and branch.constraints.image_for(offer(cloud="gcp")) == gcp
