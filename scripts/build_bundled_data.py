@@ -62,6 +62,8 @@ SRC_HIVEMIND = "hivemind-2023-04-25"
 SRC_ANYCLOUD_GCP = "anycloud-gcp-2026-05-20"
 SRC_ANYCLOUD_AZURE = "anycloud-azure-2026-05-20"
 SRC_GCP_HISTORY = "gcp-pricing-history-2026-07-30"
+SRC_COROOT_AWS_CPU = "coroot-aws-cpu-2024-08-09"
+COROOT_OBSERVED_AT = "2024-08-09T00:00:00Z"
 
 # The SkyPilot AWS file has no date; its on-demand prices equal vantage.sh data of 2026-01-21 for all
 # 216 overlapping (type, region) pairs (prices/skypilot-catalog-aws-gpu/README.txt). Approximation.
@@ -96,6 +98,8 @@ P = {  # every shared-data file this script reads, relative to --data-dir
     "skyplane_gcp_tp": "skyplane/gcp_intracloud_throughput_2022-04.csv",
     "skynomad_egress": "skynomad/research/data/aws_egress_pricing.csv",
     "erben": "erben-calibration.md",
+    "coroot_latest": "prices/coroot-cloud-pricing/coroot_latest_2024-08-09_gpu.csv",
+    "coroot_snapshots": "prices/coroot-cloud-pricing/snapshots.txt",
 }
 
 LICENSE_COPIES = {  # file name under LICENSES/ → shared-data file
@@ -104,6 +108,7 @@ LICENSE_COPIES = {  # file name under LICENSES/ → shared-data file
     "skynomad-LICENSE": "skynomad/LICENSE",
     "skynomad-NOTICE": "skynomad/NOTICE",
     "training-on-a-dime-LICENSE": "training-on-a-dime-2020/LICENSE",
+    "coroot-cloud-pricing-LICENSE": "prices/coroot-cloud-pricing/LICENSE",
 }
 
 LICENSE_NOTES = {  # sources whose licence is stated only in a README (or not at all)
@@ -874,8 +879,8 @@ def gcp_history_vs_anycloud(data: Path, anycloud: list[dict[str, str]], notes: N
 def azure_offers(data: Path, notes: Notes) -> list[dict[str, str]]:
     """Azure GPU sizes, region-wide (zone ""), on-demand and (where a spot meter exists) spot.
 
-    Left out: CPU-only reference sizes, sizes whose accelerator the source leaves unnamed, and
-    fractional-GPU sizes (NV*ads_A10_v5 below one GPU).
+    CPU-only sizes are kept (accelerator empty, count 0). Left out: sizes whose accelerator the source leaves unnamed, and
+    fractional-GPU sizes (NV*ads_A10_v5 below one GPU; NV4/8/16as_v4, 1/8 to 1/2 of an MI25).
     """
     path = data / P["anycloud_azure"]
     rows = read_csv(path)
@@ -887,16 +892,20 @@ def azure_offers(data: Path, notes: Notes) -> list[dict[str, str]]:
     for i, r in enumerate(rows, start=2):
         where = f"{path}: line {i}"
         itype, region = r["InstanceType"], r["Region"]
-        if not r["AcceleratorName"]:
-            reason = "GPU size with unnamed accelerator" if re.match(r"^Standard_N", itype) else "CPU-only size"
-            dropped[f"{reason} ({itype})"] += 1
+        if not r["AcceleratorName"] and re.match(r"^Standard_N", itype):
+            dropped[f"GPU size with unnamed accelerator ({itype})"] += 1
             continue
-        count = whole(r["AcceleratorCount"], where)
-        if not count:
+        if itype in AZURE_FRACTIONAL_SIZES:
+            dropped[f"fractional GPU, {AZURE_FRACTIONAL_SIZES[itype]} (the source says 1) ({itype})"] += 1
+            continue
+        count = whole(r["AcceleratorCount"], where) if r["AcceleratorName"] else 0
+        if count == 0 and not r["AcceleratorName"]:
+            pass  # a CPU-only size: what a task without accelerators runs on
+        elif not count:
             dropped[f"fractional GPU ({itype})"] += 1
             continue
         base = dict(cloud="azure", region=region, zone="", continent=require_continent("azure", region, where),
-                    instance_type=itype, accelerator=r["AcceleratorName"], accelerator_count=str(count),
+                    instance_type=itype, accelerator=r["AcceleratorName"], accelerator_count=str(count or 0),
                     vcpus=r["vCPUs"], memory_gib=r["MemoryGiB"], observed_at=observed,
                     source=SRC_ANYCLOUD_AZURE)
         if r["Price"].strip():
@@ -914,6 +923,73 @@ def azure_offers(data: Path, notes: Notes) -> list[dict[str, str]]:
         sizes = sorted({re.search(r"\((Standard_\S+)\)", k)[1] for k in dropped
                         if k.startswith(reason + " (")})
         notes.add("azure-dropped", f"{n} rows: {reason}" + (f" — {', '.join(sizes)}" if sizes else ""))
+    return out
+
+
+# CPU-only VMs: what a task without accelerators runs on (SkyPilot's default: 8 vCPUs, 4 GiB each).
+GCP_CPU_TYPES = ("n1-standard-4", "n1-standard-8", "n1-standard-16", "n1-standard-32", "n1-highmem-8",
+                 "n1-highmem-16", "n1-highcpu-16", "n1-highcpu-32", "n2-standard-8", "n2-standard-16",
+                 "e2-standard-8", "c3-standard-8")
+AWS_CPU_TYPES = {  # coroot's AWS reference sizes: vCPUs, GiB (AWS's published sizes; coroot has no shape columns)
+    "t3.medium": (2, 4), "c5.xlarge": (4, 8), "c5.2xlarge": (8, 16), "c6i.2xlarge": (8, 16), "c7i.2xlarge": (8, 16),
+    "m5.xlarge": (4, 16), "m5.2xlarge": (8, 32), "m6i.xlarge": (4, 16), "m6i.2xlarge": (8, 32),
+    "m7i.xlarge": (4, 16), "r5.xlarge": (4, 32),
+}
+# Azure sizes that are a fraction of one GPU (Microsoft's NVv4 and NVadsA10 v5 size tables), whatever count
+# the source gives: never offered as a whole accelerator
+AZURE_FRACTIONAL_SIZES = {"Standard_NV4as_v4": "1/8 MI25", "Standard_NV8as_v4": "1/4 MI25",
+                          "Standard_NV16as_v4": "1/2 MI25"}
+
+
+def gcp_cpu_offers(data: Path, anycloud: list[dict[str, str]]) -> list[dict[str, str]]:
+    """GCP CPU-only VMs, per zone: the machine rows of GCP_CPU_TYPES alone (no accelerator row)."""
+    path = data / P["anycloud_gcp"]
+    observed = last_snapshot_time(data / P["anycloud_gcp_snapshots"])
+    out = []
+    for i, r in enumerate(anycloud, start=2):
+        if r["InstanceType"] not in GCP_CPU_TYPES or r["AcceleratorName"]:
+            continue
+        where = f"{path}: line {i}"
+        base = dict(cloud="gcp", region=r["Region"], zone=r["AvailabilityZone"],
+                    continent=require_continent("gcp", r["Region"], where), instance_type=r["InstanceType"],
+                    accelerator="", accelerator_count="0", vcpus=num(dec(r["vCPUs"], where)),
+                    memory_gib=num(dec(r["MemoryGiB"], where)), observed_at=observed, source=SRC_ANYCLOUD_GCP)
+        if r["Price"].strip():
+            out.append(offer(**base, market="on_demand", price_usd_per_hour=str(dec(r["Price"], where)),
+                             **on_demand_signal()))
+        if r["SpotPrice"].strip():
+            out.append(offer(**base, market="spot", price_usd_per_hour=str(dec(r["SpotPrice"], where))))
+    return out
+
+
+def aws_cpu_offers(data: Path, bands, notes: Notes) -> list[dict[str, str]]:
+    """AWS CPU-only VMs, region-wide, from coroot's last snapshot (2024-08-09): on-demand is the lowest of
+    its last 30 snapshots (coroot's on-demand flips between tenancies and the lowest is the shared Linux
+    list price, e.g. m6i.2xlarge us-east-1 0.384), spot its latest regional figure."""
+    path = data / P["coroot_latest"]
+    rows = read_csv(path)
+    need_columns(rows, ["cloud", "region", "instance_type", "ondemand_min_last30_snapshots",
+                        "spot_usd_per_hour_latest"], path)
+    out = []
+    for i, r in enumerate(rows, start=2):
+        if r["cloud"] != "aws" or r["instance_type"] not in AWS_CPU_TYPES:
+            continue
+        where = f"{path}: line {i}"
+        region = r["region"]
+        if continent_of("aws", region) is None or "-gov-" in region:
+            notes.add("cpu-dropped", f"aws {region} {r['instance_type']}: region left out (no continent or GovCloud)")
+            continue
+        vcpus, memory = AWS_CPU_TYPES[r["instance_type"]]
+        base = dict(cloud="aws", region=region, zone="", continent=require_continent("aws", region, where),
+                    instance_type=r["instance_type"], accelerator="", accelerator_count="0", vcpus=num(vcpus),
+                    memory_gib=num(memory), observed_at=COROOT_OBSERVED_AT, source=SRC_COROOT_AWS_CPU)
+        if r["ondemand_min_last30_snapshots"].strip():
+            out.append(offer(**base, market="on_demand",
+                             price_usd_per_hour=str(dec(r["ondemand_min_last30_snapshots"], where)),
+                             **on_demand_signal()))
+        if r["spot_usd_per_hour_latest"].strip():
+            out.append(offer(**base, market="spot", price_usd_per_hour=str(dec(r["spot_usd_per_hour_latest"], where)),
+                             **spot_signal(bands, region, r["instance_type"])))
     return out
 
 
@@ -1151,11 +1227,13 @@ def build(data: Path) -> Build:
     anycloud = read_anycloud_gcp(data)
     dime = dime_gcp_preemptions(data)
     probes = h100_probes(data)
-    gcp = gcp_n1_offers(data, anycloud, dime, notes) + gcp_bundled_offers(data, anycloud, probes, notes)
+    gcp = (gcp_n1_offers(data, anycloud, dime, notes) + gcp_bundled_offers(data, anycloud, probes, notes)
+           + gcp_cpu_offers(data, anycloud))
+    aws_cpu = aws_cpu_offers(data, bands, notes)
     gcp_history_vs_anycloud(data, anycloud, notes)
     azure = azure_offers(data, notes)
 
-    all_offers = aws + tsaol + hivemind + gcp + azure
+    all_offers = aws + tsaol + hivemind + aws_cpu + gcp + azure
     raw = pd.DataFrame(all_offers, columns=list(COLUMN_NAMES), dtype="string")
     raw.index = range(2, len(raw) + 2)
     table = parse_offers(raw, "offers.csv (built)")
@@ -1239,6 +1317,7 @@ Files: `offers.csv` ({len(t)} offers, {len(accelerators)} accelerator models, re
 | `{SRC_HIVEMIND}` | `{P["hivemind_aws"]}` | cirquit/hivemind-multi-cloud @ 654cc023d1ee5e049d8ed72ed66194e137fcc114 (Erben et al., PVLDB 2024) | 2023-04-25 10:40, time zone not stated, written as **{HIVEMIND_OBSERVED_AT}** | MIT (`LICENSES/hivemind-multi-cloud-LICENSE`) |
 | `{SRC_ANYCLOUD_GCP}` | `{P["anycloud_gcp"]}`, `{P["anycloud_gcp_snapshots"]}` | anycloud-sh/catalog `gcp/vms.csv` @ 62ff0a987e0c257a89235415d2877812fb1aaf29 | commit time of that version (last line of gcp_snapshots.txt) | not stated (`LICENSES/anycloud-catalog-NOTE.txt`) |
 | `{SRC_ANYCLOUD_AZURE}` | `{P["anycloud_azure"]}`, `{P["anycloud_azure_snapshots"]}` | anycloud-sh/catalog `azure/vms.csv` @ 62ff0a987e0c257a89235415d2877812fb1aaf29 | commit time of that version (last line of azure_snapshots.txt) | not stated (`LICENSES/anycloud-catalog-NOTE.txt`) |
+| `{SRC_COROOT_AWS_CPU}` | `{P["coroot_latest"]}` | coroot/cloud-pricing gh-pages `data/cloud-pricing.json.gz` @ af03eada15b25d80863f2547ba281e71af9d5c91 (from the Infracost pricing DB) | last snapshot, 2024-08-09 (written as **2024-08-09T00:00:00Z**) | Apache-2.0 (`LICENSES/coroot-cloud-pricing-LICENSE`) |
 | `{SRC_GCP_HISTORY}` | `{P["gcp_history"]}`, `{P["gcp_history_dates"]}` | Cyclenerd/google-cloud-pricing-cost-calculator `pricing.yml`, HEAD dac31281f2a4575f0a8bff20ac04fc71a5ff2190 | the latest value per (type, region) holds until the last snapshot, so written as that snapshot's date (00:00 UTC) | Apache-2.0 per its README (`LICENSES/gcp-pricing-history-LICENSE.txt`) |
 
 Interruption and availability signals (not prices; they do not change `source`):
@@ -1250,8 +1329,10 @@ Interruption and availability signals (not prices; they do not change `source`):
 | GCP a3-highgpu-1g availability, capacity | `{P["h100_probes"]}` | same SkyNomad artifact | 2025-10-03 .. 2025-10-18 | Apache-2.0 |
 | GCP N1+GPU preemptions | `{P["dime_gcp_logs"]}/persistent_*.out` | stanford-futuredata/training_on_a_dime @ 85f659572ff9da2701e5f309fbad7e828e6be46b | 2020-03-01 .. 2020-03-07 | MIT (`LICENSES/training-on-a-dime-LICENSE`) |
 
-Not used as a bundled catalog: coroot (its README: AWS/Azure/GCP on-demand unreliable, spot regional
-only; for price-history replay). Not used for signals: Bamboo/Parcae traces (AWS pools without zones;
+Coroot is used for AWS CPU-only VMs only (no other shared source prices them); its README warns that
+its on-demand figures flip between tenancies, so the lowest of its last 30 snapshots is taken (the
+shared-tenancy Linux list price: m6i.2xlarge us-east-1 $0.384, c6i.2xlarge $0.34, m5.xlarge $0.192),
+and its spot figures are regional (no zone). Its GPU rows are not used (price-history replay only). Not used for signals: Bamboo/Parcae traces (AWS pools without zones;
 GCP counts with undocumented semantics and unsorted timestamps), Training-on-a-Dime AWS logs (zone
 *names* of 2020 with no way to prove their AZ IDs), hivemind's "Availability"/"Interruption Ratio"
 columns (semantics not documented).
@@ -1271,6 +1352,9 @@ does not cover. GPU names mapped to canonical ones (A100 40 GB/80 GB, V100 16/32
 "NVIDIA B200 Blackwell" → B200; "AWS Trainium" → Trainium; RTX PRO 6000 → RTXPRO6000; AMD Radeon Pro
 V520 → RadeonProV520; Qualcomm AI 100 → QualcommAI100). Left out:
 {bullet(b.notes, "tsaol-dropped")}
+(4) `{SRC_COROOT_AWS_CPU}`: CPU-only VMs (what a task without accelerators runs on), region-wide:
+{", ".join(f"{k} ({v[0]} vCPUs, {v[1]} GiB)" for k, v in AWS_CPU_TYPES.items())}; on-demand = the
+lowest of coroot's last 30 snapshots, spot = its latest regional figure with the Spot Advisor band.
 (3) `{SRC_HIVEMIND}`: g4dn.2xlarge spot in 5 AZs of us-west-1/us-west-2 (the AWS VM of Erben et al.),
 with vCPU/memory/GPU from the tsaol row of g4dn.2xlarge.
 
@@ -1282,6 +1366,7 @@ i.e. 8 vCPUs per GPU, within GCP's vCPU maximum for every GPU count of these mod
 12 vCPUs). Named `<machine>+<GPU>` (1 GPU) or `<machine>+<N>x<GPU>`. vCPUs/memory = the machine's.
 A100/L4/H100 accelerator rows of this file are not used (those GPUs come bundled in a2/g2/a3; its
 H100/H200/B200 rows look like non-list prices, see its README).
+CPU-only VMs from the same file, per zone, the machine row alone: {", ".join(GCP_CPU_TYPES)}.
 (2) `{SRC_GCP_HISTORY}` — a2-highgpu/megagpu/ultragpu, a3-highgpu/megagpu, g2-standard: latest value
 per (type, region), region-wide (`zone` ""). GPU model/count from the type name (a2-highgpu-Ng: N×A100;
 a2-ultragpu-Ng: N×A100-80GB; a2-megagpu-16g: 16×A100; a3-highgpu-Ng: N×H100; a3-megagpu-8g: 8×H100 —
@@ -1298,7 +1383,8 @@ of one region-wide row, so the probed zones carry availability and capacity.
 
 **Azure.** `{SRC_ANYCLOUD_AZURE}`: region-wide (`zone` ""), on-demand from Price, spot from SpotPrice
 (empty SpotPrice = no spot meter → no spot row). The 2026-05-20 version has Linux prices (the
-Linux/Windows flip of 2026-05-01..02 in the change log is not in it). Left out:
+Linux/Windows flip of 2026-05-01..02 in the change log is not in it). Its CPU-only sizes (D/E/F
+series) are kept with accelerator empty. Left out:
 {bullet(b.notes, "azure-dropped")}
 
 ## Interruption signal

@@ -20,7 +20,7 @@ from geotrain.planning.planfile import load_plan, plan_from_dict
 from geotrain.procs import pid_alive
 from geotrain.providers.base import LOCAL_PROVIDER, Provider
 from geotrain.providers.base import LaunchRequest
-from geotrain.providers.bootimage import boot_image, launch_images
+from geotrain.providers.bootimage import boot_disk, boot_image, launch_images
 from geotrain.providers.identity import identities_by_cloud, store_access_problem
 from geotrain.providers.registry import PROVIDER_NAMES, ProviderSettings, dry_run_calls, make_provider, parse_names
 from geotrain.train.worker_env import outbound_address
@@ -189,7 +189,8 @@ def dry_run(plan: Plan | Path, options: LaunchOptions, *, provider_name: str | N
     for item in plan.items:
         for k in range(item.count):
             request = LaunchRequest(f"{run_id}/{item.offer.offer_id}/{k}", run_id, item.offer,
-                                    image=boot_image(item.offer, plan.job.constraints, options.images))
+                                    image=boot_image(item.offer, plan.job.constraints, options.images),
+                                    disk=boot_disk(item.offer, plan.job.constraints))
             node = {"node": request.request_id, "offer": item.offer.offer_id, "market": item.offer.market.value,
                     "usd_per_hour": item.offer.price_usd_per_hour}
             if names == (LOCAL_PROVIDER,):

@@ -114,6 +114,38 @@ class RunLogs:
         return self._agents
 
 
+@dataclass
+class WorkerOutput:
+    """The workers' output of one run as it is written, every node and generation, labelled
+    ``<node> rank<R>``: what ``launch`` streams of a task (its setup and run), as ``sky launch`` does."""
+
+    run_id: str
+    _tails: dict[Path, tuple[str, LogTail]] = field(default_factory=dict)
+
+    def new_lines(self, *, final: bool = False) -> list[tuple[str, str]]:
+        folder = geotrain_home() / "runs" / self.run_id / "logs"
+        for path in sorted(folder.glob("gen*-rank*-*.log")) if folder.is_dir() else ():
+            match = WORKER_LOG.fullmatch(path.name)
+            if match is not None and path not in self._tails:
+                self._tails[path] = (f"{match[3]} rank{int(match[2])}", LogTail(path))
+        out: list[tuple[str, str]] = []
+        for label, tail in self._tails.values():
+            out += [(label, line) for line in tail.lines(final=final)]
+        return out
+
+
+def follow_output(run_id: str, emit: Callable[[str, str], None], done: Callable[[], bool],
+                  poll_s: float = FOLLOW_POLL_S) -> None:
+    """Give each new line of the run's workers to ``emit`` until ``done()`` (then the rest)."""
+    output = WorkerOutput(run_id)
+    while not done():
+        for label, line in output.new_lines():
+            emit(label, line)
+        time.sleep(poll_s)
+    for label, line in output.new_lines(final=True):
+        emit(label, line)
+
+
 def run_logs(run_id: str | None, node: str | None = None) -> RunLogs:
     """The logs of ``run_id`` (None: the latest run), of one node if given (id or index in the run's
     node list). InputError naming the known runs or nodes."""

@@ -103,9 +103,14 @@ def launch(
             preempt_trace=preempt_trace, preempt_at=preempt_at, notice_s=notice, control_address=control_address,
             instance_roles=tuple(instance_role or ()), images=tuple(image or ()),
         )
-        outcome = app_launch.launch(plan or plan_path, options, provider_name=provider, on_status=show,
-                                    on_start=partial(_started, err=as_json), emulate_wan=emulate_wan,
-                                    on_note=lambda note: console(err=True).print(note))
+        streams: list = []
+        try:
+            outcome = app_launch.launch(plan or plan_path, options, provider_name=provider, on_status=show,
+                                        on_start=partial(_started, err=as_json, streams=streams),
+                                        emulate_wan=emulate_wan, on_note=lambda note: console(err=True).print(note))
+        finally:
+            for stop in streams:
+                stop()
     if as_json:
         print_document("launch", _fields(outcome))
     else:
@@ -183,15 +188,42 @@ def _fields(obj) -> dict:  # noqa: ANN001
     return {name: getattr(obj, name) for name in obj.__slots__}
 
 
-def _started(run_id: str, training, err: bool = False) -> None:  # noqa: ANN001
+def _started(run_id: str, training, err: bool = False, streams: list | None = None) -> None:  # noqa: ANN001
     out = console(err)
     if training.workload.startswith("task "):  # a task file's setup and run (``launcher.task``)
         out.print(f"run {run_id} started: runs {training.workload} (setup once per node, then run on every node; "
-                  f"their output: geotrain logs {run_id})")
+                  f"their output follows, and stays in: geotrain logs {run_id})")
+        if streams is not None:
+            streams.append(_stream_output(run_id, err=True))
     else:
         out.print(f"run {run_id} started: trains {training.workload} with {training.sync.describe()}")
     for line in training.substitutions:
         out.print(f"  substituted: {line}")
+
+
+def _stream_output(run_id: str, err: bool):  # noqa: ANN202 - the stop function
+    """Print the task's output, each line after ``(node rankR)``, as ``sky launch`` streams it, on a thread
+    until the returned function is called (which prints the rest)."""
+    import threading
+
+    from geotrain.app.logs import follow_output
+
+    done = threading.Event()
+    stream = sys.stderr if err else sys.stdout
+
+    def emit(label: str, line: str) -> None:
+        stream.write(f"({label}) {line}\n")
+        stream.flush()
+
+    thread = threading.Thread(target=follow_output, args=(run_id, emit, done.is_set), daemon=True,
+                              name="geotrain-task-output")
+    thread.start()
+
+    def stop() -> None:
+        done.set()
+        thread.join(timeout=5)
+
+    return stop
 
 
 def _display(err: bool = False):  # noqa: ANN202

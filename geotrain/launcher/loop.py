@@ -55,7 +55,7 @@ from geotrain.launcher.replanning import keep_the_deadline
 from geotrain.launcher.spot_policy import Mix, Situation, SpotPolicy
 from geotrain.launcher.steering import market_key, offer_mixes
 from geotrain.launcher.watch import MarketWatch, Need, need_of
-from geotrain.launcher.task import check_task, script_workdir, task_argv, task_command
+from geotrain.launcher.task import check_task, script_workdir, setup_failure, task_argv, task_command
 from geotrain.launcher.training import Training, resolve_training, step_target
 from geotrain.launcher.workers import (check_checkpoint_url, check_from_nodes, generation_backend, kill_stale_workers,
                                       last_words, node_dir, open_store, store_host)
@@ -256,8 +256,13 @@ class Launcher:
                 self._recover(detail)
             else:  # a worker failed with every node up
                 self.restarts += 1
+                said = last_words(self.run_dir / "logs", self.generation, detail, lines=8)
                 self.ledger.event(self.run_id, EventKind.WORKER_FAILED, generation=self.generation, codes=detail,
-                                  restarts=self.restarts, said=last_words(self.run_dir / "logs", self.generation, detail))
+                                  restarts=self.restarts, said=said)
+                failed_setup = setup_failure(said)
+                if failed_setup is not None:  # as SkyPilot: a failed setup ends the run at once, it is not retried
+                    self._terminate_all("failed")
+                    raise RunError(failed_setup)
                 if self.restarts > self.options.max_restarts:
                     self._terminate_all("failed")
                     logs = self.run_dir / "logs"

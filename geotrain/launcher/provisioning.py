@@ -52,7 +52,7 @@ from geotrain.errors import (
 )
 from geotrain.ledger import EventKind, Ledger
 from geotrain.providers.base import LaunchRequest, NodeInfo, NodeState, Provider
-from geotrain.providers.bootimage import boot_image
+from geotrain.providers.bootimage import boot_disk, boot_image
 
 if TYPE_CHECKING:
     from geotrain.launcher.deadline import Deadline
@@ -144,7 +144,8 @@ def launch_missing(la: Launch) -> list[LaunchFailure]:
             if la.stop_requested:  # a stop between two launches: buy nothing more (the launcher ends the run)
                 break
             request = LaunchRequest(f"{la.run_id}/{offer_id}/{launched_before[offer_id] + k}", la.run_id, offer,
-                                    image=boot_image(offer, la.plan.job.constraints, la.options.images))
+                                    image=boot_image(offer, la.plan.job.constraints, la.options.images),
+                                    disk=boot_disk(offer, la.plan.job.constraints))
             try:
                 node = _launch_one(la, request)
             except ConfigurationError as exc:  # not capacity: no zone is blocked, nothing fails over

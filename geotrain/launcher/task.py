@@ -58,6 +58,23 @@ exec bash -c "${GEOTRAIN_TASK_RUN:-true}"
 """.strip()
 
 
+def setup_failure(said: dict[str, list[str]]) -> str | None:
+    """The message of a run whose task setup failed on a node (``said``: node id → the last lines of its
+    worker's log, which end with the wrapper's ``SETUP_FAILED`` line), or None when no setup failed."""
+    for node_id, lines in sorted(said.items()):
+        marks = [i for i, line in enumerate(lines) if line.startswith(SETUP_FAILED)]
+        if not marks:
+            continue
+        mark = lines[marks[-1]]
+        code = mark[len(SETUP_FAILED):].rstrip(")")
+        before = [line for line in lines[:marks[-1]] if not line.startswith("geotrain: ")][-6:]
+        shown = "".join(f"\n  | {line}" for line in before) or "\n  | (it printed nothing)"
+        return (f"the task's setup failed on node {node_id} (exit {code}); the run is stopped and its nodes "
+                f"released (a setup is not retried). Its last lines:{shown}\nFix setup (try it with "
+                "`geotrain exec RUN 'bash -c ...'` on a live node, or locally) and launch again")
+    return None
+
+
 def task_argv() -> list[str]:
     return ["bash", "-c", WRAPPER, "geotrain-task"]
 

@@ -17,6 +17,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from geotrain.pricing.geography import launcher_may_go, named_places, needs_opt_in
 from geotrain.pricing.images import image_gap
 from geotrain.domain import CLOUD_ONPREM, JobSpec, Market, Offer, SyncStrategyName
 from geotrain.errors import NotFoundError
@@ -58,6 +59,9 @@ def passes_filters(offer: Offer, job: JobSpec, blocked: frozenset[str]) -> bool:
     if c.resources and offer.market != Market.OWNED and not any(r.matches(offer) for r in c.resources):
         return False
     if blocked and ({loc.cloud, loc.zone_scope, loc.region_scope, offer.offer_id} & blocked):
+        return False
+    # places a new account must opt in to (AWS opt-in regions, Local and Wavelength Zones): only where named
+    if needs_opt_in(loc) is not None and not launcher_may_go(loc, named_places(job)):
         return False
     # a node that would boot an image its accelerator cannot use, unless the task names its own image
     return image_gap(offer) is None or c.image_for(offer) is not None

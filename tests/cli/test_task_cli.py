@@ -39,7 +39,9 @@ def test_hello_plans_one_node_the_cheapest_v100_on_aws(tmp_path):
     o = item["offer"]
     assert item["count"] == 1 and o["cloud"] == "aws" and o["accelerator"] == "V100" and o["accelerator_count"] == 1
     assert o["price_usd_per_hour"] == cheapest(lambda x: x.location.cloud == "aws" and x.shape.accelerator == "V100"
-                                                and x.shape.accelerator_count == 1)
+                                                and x.shape.accelerator_count == 1 and x.market == "on_demand")
+    assert o["market"] == "on_demand"  # use_spot absent: on-demand, as SkyPilot; the plan says what spot would save
+    assert any("on spot would cost" in line for line in plan["assumptions"])
     assert plan["job"]["task"]["run"].strip() == 'echo "Hello, SkyPilot!"'
     assert plan["totals"]["usd_per_million_samples"] is None  # nothing modelled, nothing claimed
 

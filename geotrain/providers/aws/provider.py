@@ -24,6 +24,7 @@ from geotrain.providers.base import Capabilities, LaunchRequest, NodeInfo, NodeS
 from geotrain.providers.remote import AGENT_PORT, AgentChannel, run_token
 from geotrain.providers.cloudnodes import CloudNodes, SshNodes
 from geotrain.providers.identity import aws_instance_profile
+from geotrain.providers.bootimage import aws_block_devices
 from geotrain.providers.startup import ssh_startup_script
 
 DEFAULT_IMAGE_PARAMETER = "/aws/service/deeplearning/ami/x86_64/base-oss-nvidia-driver-gpu-ubuntu-24.04/latest/ami-id"
@@ -236,7 +237,9 @@ class AwsProvider(SshNodes):
                 with self._state.locked() as state:  # a retry sends the same parameters (ClientToken)
                     if request.request_id in state["nodes"]:
                         state["nodes"][request.request_id]["image_id"] = image
-            params = self._run_params(request, rec["client_token"], image, group_id, zone, run_token(request.run_id))
+            root = self._root_device(region, image) if request.disk is not None else ""
+            params = self._run_params(request, rec["client_token"], image, group_id, zone, run_token(request.run_id),
+                                      root)
             sent = True
             answer = self._call("ec2", region, "RunInstances", offer=offer, **params)
         except ProviderTimeoutError:
@@ -252,7 +255,7 @@ class AwsProvider(SshNodes):
         return self._made(request, answer["Instances"][0])
 
     def _run_params(self, request: LaunchRequest, client_token: str, image: str, group_id: str,
-                    zone: str | None, token: str) -> dict[str, Any]:
+                    zone: str | None, token: str, root_device: str = "<root device of the image>") -> dict[str, Any]:
         offer = request.offer
         tags = [{"Key": TAG_RUN, "Value": request.run_id},
                 {"Key": TAG_REQUEST, "Value": records.tag(request.request_id)},
@@ -281,10 +284,22 @@ class AwsProvider(SshNodes):
             params["Placement"] = {"AvailabilityZone": zone}
         if self.instance_role:
             params["IamInstanceProfile"] = aws_instance_profile(self.instance_role)
+        if request.disk is not None:  # the task's disk_size / disk_tier on the image's root device
+            params["BlockDeviceMappings"] = aws_block_devices(request.disk, root_device)
         if offer.market == Market.SPOT:
             params["InstanceMarketOptions"] = {"MarketType": "spot", "SpotOptions": {
                 "SpotInstanceType": "one-time", "InstanceInterruptionBehavior": "terminate"}}
         return params
+
+    def _root_device(self, region: str, image: str) -> str:
+        """The image's root device (``DescribeImages`` RootDeviceName), where a task's boot disk goes."""
+        answer = self._call("ec2", region, "DescribeImages", ImageIds=[image])
+        images = answer.get("Images") or []
+        if not images or not images[0].get("RootDeviceName"):
+            raise ConfigurationError(f"AWS image {image} in {region} has no root device to size (DescribeImages "
+                                     "found none); give another --image, or leave out disk_size and disk_tier",
+                                     scope=f"aws/{region}")
+        return images[0]["RootDeviceName"]
 
     def _made(self, request: LaunchRequest, inst: dict[str, Any]) -> NodeInfo:
         """Record the instance a request made (its answer, or found by tag)."""

@@ -18,6 +18,7 @@ from geotrain.errors import (
 from geotrain.files import geotrain_home
 from geotrain.pricing.geography import continent_of
 from geotrain.providers.azure import arm
+from geotrain.providers.bootimage import AZURE_DISK_TYPES
 from geotrain.providers.azure.activity import vm_evidence
 from geotrain.providers.azure.clients import AzureClients, azure_clients
 from geotrain.providers.azure.errors import is_not_found, is_throttle, is_timeout, translate
@@ -341,11 +342,14 @@ class AzureProvider(SshNodes):
         return login_key(run_id)[1]
 
     def _vm_body(self, request: LaunchRequest, name: str, nic_id: str, custom: str, key: str) -> dict[str, Any]:
+        disk = request.disk  # the task's disk_size / disk_tier (bootimage.AZURE_DISK_TYPES), else the provider's
         return arm.vm_body(request.offer, request.run_id, request.request_id, name=name, nic_id=nic_id,
                            custom_data_b64=custom, ssh_public_key=key,
                            image=arm.image_reference(request.image) if request.image else self.image,
-                           admin_username=self.admin_username, os_disk_type=self.os_disk_type,
-                           os_disk_gib=self.os_disk_gib, identity=self.instance_role)
+                           admin_username=self.admin_username,
+                           os_disk_type=AZURE_DISK_TYPES[disk.tier] if disk and disk.tier else self.os_disk_type,
+                           os_disk_gib=disk.size_gib if disk and disk.size_gib is not None else self.os_disk_gib,
+                           identity=self.instance_role)
 
     def _create(self, rec: dict[str, Any], request: LaunchRequest) -> dict[str, Any]:
         """Make (or find) the VM of a record in status "creating" and wait until it runs."""

@@ -19,6 +19,7 @@ from geotrain.errors import (
     ProviderTimeoutError,
 )
 from geotrain.providers.base import Capabilities, LaunchRequest, NodeInfo, NodeState
+from geotrain.providers.bootimage import GCP_DISK_TYPES
 from geotrain.providers.cloudnodes import CloudNodes, SshNodes
 from geotrain.providers.gcp import records
 from geotrain.providers.gcp.clients import ComputeClients, Where, default_clients, environment_project
@@ -29,6 +30,7 @@ from geotrain.providers.gcp.shapes import (
     DEFAULT_DISK_GB,
     DEFAULT_IMAGE,
     DEFAULT_NETWORK,
+    HYPERDISK_SERIES,
     firewall_bodies,
     firewall_names,
     public_peers_body,
@@ -317,8 +319,18 @@ class GcpProvider(SshNodes):
     def _body(self, request: LaunchRequest, zone: str, script: str) -> dict[str, Any]:
         return instance_body(name=instance_name(request.request_id), zone=zone, request_id=request.request_id,
                              run_id=request.run_id, offer=request.offer, script=script, image=request.image or self.image,
-                             network=self.vpc_network, disk_gb=self.disk_gb, disk_type=self.disk_type,
-                             service_account=self.instance_role)
+                             network=self.vpc_network, service_account=self.instance_role,
+                             **self._disk(request))
+
+    def _disk(self, request: LaunchRequest) -> dict[str, Any]:
+        """The boot disk: the task's size and tier (``bootimage.GCP_DISK_TYPES``; a Hyperdisk-only series keeps
+        hyperdisk-balanced), else the provider's settings."""
+        disk = request.disk
+        size = disk.size_gib if disk is not None and disk.size_gib is not None else self.disk_gb
+        kind = GCP_DISK_TYPES[disk.tier] if disk is not None and disk.tier else self.disk_type
+        if kind is not None and request.offer.shape.instance_type.startswith(HYPERDISK_SERIES):
+            kind = None  # these machines boot only from Hyperdisk
+        return {"disk_gb": size, "disk_type": kind}
 
     def _create(self, gce: Gce, rec: dict[str, Any], request: LaunchRequest) -> None:
         """Make the VM (or find the one an earlier try made) in the offer's zone, or for a region-wide offer

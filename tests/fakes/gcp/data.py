@@ -40,9 +40,9 @@ DECOY_MACHINES = {"n1-standard-4": (4, 15.0), "e2-standard-8": (8, 32.0)}
 
 
 def bundled_gcp_rows() -> list[dict[str, str]]:
-    """The GCP rows of the bundled offers.csv, as strings."""
+    """The GCP GPU rows of the bundled offers.csv, as strings (the fake's catalogue sells GPU VMs only)."""
     text = data_bytes("offers.csv").decode("utf-8")
-    return [row for row in csv.DictReader(io.StringIO(text)) if row["cloud"] == "gcp"]
+    return [row for row in csv.DictReader(io.StringIO(text)) if row["cloud"] == "gcp" and row["accelerator"]]
 
 
 def series_of(instance_type: str) -> str:
