@@ -46,13 +46,12 @@ from geotrain.domain import DISK_TIERS, IMAGE_FORMS, STORAGE_SCHEMES, UNMODELLED
 from geotrain.errors import JobSpecError
 
 # Top-level SkyPilot keys that make a file a task file (a job spec has none of them).
-TASK_KEYS = frozenset({"resources", "run", "setup", "num_nodes", "workdir", "envs", "file_mounts"})
+TASK_KEYS = frozenset({"resources", "run", "setup", "num_nodes", "workdir", "envs", "file_mounts", "secrets"})
 
 # SkyPilot task fields geotrain does not do, with what to do instead.
 _REFUSED_TOP = {
     "service": "geotrain trains; it does not serve models (SkyServe)",
     "config": "SkyPilot's per-task config overrides have no geotrain meaning; remove it",
-    "secrets": "give secrets through the environment of `geotrain launch`, or envs",
     "volumes": "give data through file_mounts (local files) or the job's dataset section",
     "event_callback": "not supported",
     "inputs": "give the dataset's location in geotrain's dataset section",
@@ -61,7 +60,6 @@ _REFUSED_TOP = {
     "pool": "not supported",
 }
 _REFUSED_RESOURCES = {
-    "ports": "geotrain opens no ports on nodes but its agent's; reach a node's port with `geotrain ssh RUN -L …`",
     "accelerator_args": "TPU runtime arguments: geotrain does not launch TPU VMs",
     "priority": "geotrain runs one job per run; there is no queue to order",
     "volumes": "give data through file_mounts (local files or cloud storage in mode COPY)",
@@ -76,7 +74,14 @@ _NOTED_RESOURCES = {
     "autostop": "{key}: a run's nodes are released when the run ends (autostop is what geotrain always does)",
     "labels": "{key}: geotrain labels each node with its run id; the task's labels are not applied",
     "network_tier": "{key}: the network each cloud gives the planned instance types is used as it is",
+    "ports": "{key}: geotrain opens no ports to the internet on a node; reach one from here with "
+             "`geotrain ssh RUN -- -L PORT:localhost:PORT`",
 }
+# clouds SkyPilot launches on and geotrain does not: an any_of / ordered branch on one is left out (as SkyPilot
+# leaves out clouds that are not enabled), with a note; a task with no other branch is refused
+OTHER_CLOUDS = frozenset({"lambda", "runpod", "paperspace", "fluidstack", "kubernetes", "k8s", "ssh", "vast",
+                          "cudo", "do", "nebius", "oci", "ibm", "scp", "vsphere", "hyperbolic", "primeintellect",
+                          "shadeform", "seeweb", "slurm", "coreweave", "together", "modal"})
 DEFAULT_CPUS = 8.0  # SkyPilot's default VM for a task without accelerators: 8 vCPUs …
 DEFAULT_MEMORY_GIB_PER_CPU = 4.0  # … with 4 GiB each (or what its cpus / memory say)
 _RESOURCE_KEYS = ("infra", "cloud", "region", "zone", "accelerators", "use_spot", "cpus", "memory", "instance_type",
@@ -148,8 +153,10 @@ def task_to_job(data: Mapping[str, Any], origin: str) -> dict[str, Any]:
             raise JobSpecError(f"{origin}: workdir: must be a local directory; a git workdir (url, ref) is not "
                                "supported: clone it in setup instead")
         task["workdir"] = workdir
-    if data.get("envs") is not None:
-        task["envs"] = data["envs"]
+    envs = {**dict(_mapping(data.get("envs") or {}, f"{origin}: envs")),
+            **dict(_mapping(data.get("secrets") or {}, f"{origin}: secrets"))}  # secrets: envs not shown in plans
+    if envs:
+        task["envs"] = envs
     mounts = data.get("file_mounts")
     if mounts is not None:
         task["file_mounts"] = {str(dest): _mount_source(dest, source, f"{origin}: file_mounts.{dest}")
@@ -174,18 +181,24 @@ def _mount_source(dest: Any, source: Any, where: str) -> str:
     unknown = set(fields) - {"name", "source", "store", "mode", "persistent", "config"}
     if unknown:
         raise JobSpecError(f"{where}: unknown storage fields {', '.join(sorted(map(str, unknown)))}")
-    url = fields.get("source")
-    if not isinstance(url, str) or not url.startswith(STORAGE_SCHEMES):
-        raise JobSpecError(f"{where}: a storage mount without a cloud-storage source ({url!r}) asks SkyPilot to "
-                           "create a bucket and upload to it; geotrain creates no buckets: give a local path to "
-                           "copy to the nodes, or create the bucket and give source: s3://… with mode: COPY")
     mode = str(fields.get("mode", "MOUNT")).upper()
+    url = fields.get("source")
     if mode != "COPY":
         raise JobSpecError(f"{where}: mode {mode}{' (SkyPilot default)' if 'mode' not in fields else ''}: geotrain "
                            "does not FUSE-mount storage (a mounter on the node image cannot be verified before "
-                           f"anything is bought); write mode: COPY to copy {url} onto each node, or read it from "
-                           "your script")
-    return url
+                           "anything is bought); write mode: COPY to copy it onto each node, or read the bucket "
+                           "from your script")
+    if isinstance(url, str) and url.startswith(STORAGE_SCHEMES):
+        return url
+    if isinstance(url, str) and "://" not in url:
+        return url  # a local source in COPY mode: copied to each node directly (no bucket in between)
+    name, store = fields.get("name"), str(fields.get("store") or "").lower()
+    scheme = {"s3": "s3://", "gcs": "gs://", "azure": "az://"}.get(store)
+    if url is None and isinstance(name, str) and scheme:
+        return f"{scheme}{name}"  # an existing bucket, by name and store
+    raise JobSpecError(f"{where}: {url!r}: geotrain copies from a cloud-storage URL ({', '.join(STORAGE_SCHEMES)}), "
+                       "a local path, or a bucket named with its store (name: B, store: s3|gcs|azure); it creates no "
+                       "buckets")
 
 
 def _mapping(value: Any, where: str) -> Mapping[str, Any]:
@@ -215,10 +228,23 @@ def _resources(value: Any, origin: str, notes: list[str], *, modelled: bool) -> 
             alternatives += [(f"{where}.{key}[{i}]", dict(_mapping(item, f"{where}.{key}[{i}]")))
                              for i, item in enumerate(items)]
     choices = [(where, base)] if not alternatives else [(w, {**base, **item}) for w, item in alternatives]
+    if len(choices) > 1:
+        kept = [(w, f) for w, f in choices if _cloud_word(f) not in OTHER_CLOUDS]
+        left = sorted({_cloud_word(f) for w, f in choices if _cloud_word(f) in OTHER_CLOUDS})
+        if left and kept:
+            notes.append(f"resources: the choices on {', '.join(left)} are left out (geotrain launches on aws, gcp, "
+                         "azure and your own machines)")
+            choices = kept
     out: list[dict[str, Any]] = []
     for place, fields in choices:
         out += _choice(fields, place, notes, modelled=modelled)
     return out
+
+
+def _cloud_word(fields: Mapping[str, Any]) -> str | None:
+    """The cloud a resource choice names (``infra``'s first part, or ``cloud``), lower case."""
+    text = fields.get("infra") or fields.get("cloud")
+    return str(text).split("/")[0].strip().lower() if text else None
 
 
 def _choice(fields: dict[str, Any], where: str, notes: list[str], *, modelled: bool) -> list[dict[str, Any]]:
@@ -255,7 +281,7 @@ def _choice(fields: dict[str, Any], where: str, notes: list[str], *, modelled: b
             one[low] = amount
             if not at_least:
                 one[high] = amount
-    images = _images(fields.get("image_id"), one, f"{where}.image_id")
+    images = _images(fields.get("image_id"), one, f"{where}.image_id", notes)
     accelerators = _accelerators(fields.get("accelerators"), f"{where}.accelerators")
     if not accelerators and fields.get("instance_type") is None and not modelled:
         one["accelerator"] = "CPU"  # SkyPilot's default VM: CPU only, 8+ vCPUs, 4 GiB per vCPU
@@ -286,7 +312,7 @@ def _disk(fields: dict[str, Any], one: dict[str, Any], where: str) -> None:
         one["disk_tier"] = str(tier).lower()
 
 
-def _images(value: Any, one: dict[str, Any], where: str) -> list[dict[str, Any]]:
+def _images(value: Any, one: dict[str, Any], where: str, notes: list[str]) -> list[dict[str, Any]]:
     """``image_id``: one image, or a mapping region → image (one choice per region) → the fields each
     choice gets (``image``, its ``cloud``, and the ``region`` of a per-region image)."""
     if value is None:
@@ -295,6 +321,10 @@ def _images(value: Any, one: dict[str, Any], where: str) -> list[dict[str, Any]]
     out = []
     for region, image in pairs:
         text = _text(image, f"{where}.{region}" if isinstance(value, Mapping) else where)
+        if text.startswith("skypilot:"):  # SkyPilot's own image tags: each cloud's deep-learning image here
+            notes.append(f"{where}: {text!r} is SkyPilot's own image; the nodes boot each cloud's deep-learning image "
+                         "(give an image id of the cloud to choose another)")
+            continue
         if text.startswith("docker:"):
             raise JobSpecError(f"{where}: {text!r}: docker images are not supported (geotrain runs the task on the "
                                "VM's own image); install what it needs in setup")
@@ -350,7 +380,8 @@ def _accelerators(value: Any, where: str) -> list[tuple[str, int]]:
     elif isinstance(value, list):
         items = value
     elif isinstance(value, Mapping):
-        items = [f"{k}:{1 if v is None else v}" for k, v in value.items()]
+        # {A10:1, L4:1} (no space after ':') is YAML for keys "A10:1" and "L4:1" with no value
+        items = [str(k) if v is None and ":" in str(k) else f"{k}:{1 if v is None else v}" for k, v in value.items()]
     else:
         raise JobSpecError(f"{where}: must be NAME[:COUNT], a list of them or a mapping NAME: COUNT")
     out = []

@@ -142,7 +142,7 @@ def is_spec(path: Path) -> bool:
     return path.suffix.lower() in (".yaml", ".yml")
 
 
-def plan_of(path: Path, *, provider_name: str | None = None) -> Plan:
+def plan_of(path: Path, *, provider_name: str | None = None, envs: dict[str, str] | None = None) -> Plan:
     """The plan to launch: a plan file as it is, or a task file / job spec planned now (for the local
     provider's nodes when the launch is local, as ``plan --provider local`` predicts them)."""
     if not is_spec(path):
@@ -150,7 +150,7 @@ def plan_of(path: Path, *, provider_name: str | None = None) -> Plan:
     from geotrain.app.plan import PlanRequest, run_plan
 
     local = parse_names(provider_name or LOCAL_PROVIDER) == (LOCAL_PROVIDER,)
-    return run_plan(PlanRequest(spec=path, provider=LOCAL_PROVIDER if local else None))
+    return run_plan(PlanRequest(spec=path, provider=LOCAL_PROVIDER if local else None, envs=dict(envs or {})))
 
 
 def _plan(plan: Plan | Path) -> Plan:

@@ -18,6 +18,7 @@ from geotrain.providers.base import LOCAL_PROVIDER
 from geotrain.solver.model import BACKENDS
 from geotrain.solver.search import SearchProgress
 from geotrain.specfile import Fields, load_yaml_mapping
+from geotrain.taskenv import apply_envs
 from geotrain.taskfile import foreign_format, is_task, task_to_job
 
 PROVIDERS = (LOCAL_PROVIDER,)
@@ -44,6 +45,7 @@ class PlanRequest:
     egress_file: Path | None = None  # the user's egress rates (``geotrain.pricing.egress``): the job's ``egress``
     allow_below_target: bool = False  # a given mix (--nodes) that misses the goal is planned, with a warning
     progress: Callable[[SearchProgress], None] | None = None  # hears of the search's solves (a progress display)
+    envs: dict[str, str] = field(default_factory=dict)  # a task's envs and secrets (--env, --env-file, --secret)
 
 
 def job_mapping(request: PlanRequest) -> tuple[dict[str, Any], str, Path]:
@@ -55,7 +57,10 @@ def job_mapping(request: PlanRequest) -> tuple[dict[str, Any], str, Path]:
         if foreign is not None:
             raise JobSpecError(f"{origin}: {foreign}")
         if is_task(data):  # a SkyPilot task file (with geotrain's fields beside, if any)
-            data = task_to_job(data, origin)
+            data = task_to_job(apply_envs(data, request.envs, origin), origin)
+        elif request.envs:
+            raise InputError("--env, --env-file and --secret set a task file's envs; this is a job spec (give the "
+                             "commands' environment in its task section)")
     else:
         data, origin, base = {}, "command line", Path.cwd()
     data.update({k: v for k, v in request.flags.items() if v is not None})

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import typer
 
-from geotrain.cli.render import console, finite, print_document, usd
+from geotrain.cli.render import ENV_FILE_HELP, ENV_HELP, SECRET_HELP, console, finite, print_document, task_envs, usd
 
 
 def launch(
@@ -61,6 +61,9 @@ def launch(
                                           "to the others with the perf model's RTT and bandwidth for their "
                                           "planned locations (needs root; else plain local nodes)."),
     as_json: bool = typer.Option(False, "--json", help="Print the outcome as JSON (progress goes to stderr)."),
+    env: list[str] = typer.Option(None, "--env", metavar="NAME[=VALUE]", help=ENV_HELP),
+    env_file: list[Path] = typer.Option(None, "--env-file", help=ENV_FILE_HELP),
+    secret: list[str] = typer.Option(None, "--secret", metavar="NAME[=VALUE]", help=SECRET_HELP),
 ) -> None:
     """Boot the plan's nodes, train on them, survive preemptions. After `--`, a user's torchrun-style command."""
     from geotrain.errors import EXIT_INTERRUPTED, InputError
@@ -69,11 +72,14 @@ def launch(
 
     if plan_path is not None and resume_id:
         raise InputError("give a plan file or --resume RUN_ID, not both")
+    if (env or env_file or secret) and (plan_path is None or not app_launch.is_spec(plan_path)):
+        raise InputError("--env, --env-file and --secret set a task file's envs: give them with the task file "
+                         "(a plan file already holds its task's envs)")
     plan = None
     if plan_path is not None and app_launch.is_spec(plan_path):  # a task file: plan it, show it, ask
         if not dry_run:
             _require_train_extra()
-        plan = app_launch.plan_of(plan_path, provider_name=provider)
+        plan = app_launch.plan_of(plan_path, provider_name=provider, envs=task_envs(env, env_file, secret))
         _show_plan(plan, err=as_json)
         if not dry_run:
             _confirm(yes)

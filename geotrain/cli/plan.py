@@ -9,7 +9,7 @@ from typing import Any
 
 import typer
 
-from geotrain.cli.render import console, finite, print_document, split_values, usd
+from geotrain.cli.render import ENV_FILE_HELP, ENV_HELP, SECRET_HELP, console, finite, print_document, task_envs, split_values, usd
 from geotrain.domain import BASELINE_WORDS, PRECISIONS, Objective, SyncSettings, SyncStrategyName
 
 _OBJECTIVES = tuple(o.value for o in Objective)
@@ -75,6 +75,9 @@ def plan(
     output: Path = typer.Option(None, "-o", "--output", help="Write the plan as JSON (for launch and cost-report)."),
     as_json: bool = typer.Option(False, "--json", help="Print the plan as JSON."),
     plot: Path = typer.Option(None, "--plot", help="Draw the cost/throughput frontier to this PNG file."),
+    env: list[str] = typer.Option(None, "--env", metavar="NAME[=VALUE]", help=ENV_HELP),
+    env_file: list[Path] = typer.Option(None, "--env-file", help=ENV_FILE_HELP),
+    secret: list[str] = typer.Option(None, "--secret", metavar="NAME[=VALUE]", help=SECRET_HELP),
 ) -> None:
     """Choose the cost/throughput-optimal mix of spot, on-demand and on-prem nodes for a job."""
     from geotrain.app.plan import PlanRequest, plan_record, run_plan
@@ -108,6 +111,7 @@ def plan(
         onprem_required=onprem_required, snapshot_id=snapshot_id, backend=backend.upper(),
         recovery_h=recovery_min / 60, time_limit_s=time_limit, nodes=nodes, provider=provider, rates_file=rates,
         egress_file=egress, allow_below_target=allow_below_target,
+        envs=task_envs(env, env_file, secret),
     )
     if as_json or not sys.stderr.isatty():
         outcome = run_plan(request, output=output, plot=plot)

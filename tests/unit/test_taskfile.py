@@ -138,6 +138,20 @@ def test_cloud_storage_in_copy_mode_is_copied_onto_the_nodes_and_mounts_are_refu
     assert dict(job.task.storage_mounts) == {"~/data": "s3://bucket/data", "~/ckpt": "gs://b/ckpt"}
     assert [d for d, _ in job.task.local_mounts] == ["~/code"]
     assert round_trip(job).task == job.task
+    named = job_of("file_mounts: {~/a: {name: ckpts, store: gcs, mode: COPY}, ~/b: {name: x, source: ./b, mode: COPY}}"
+                   "\nrun: x")
+    assert dict(named.task.file_mounts) == {"~/a": "gs://ckpts", "~/b": "/work/tasks/b"}  # a local COPY: copied
+
+
+def test_skypilot_habits_read_as_skypilot_means_them():
+    job = job_of("secrets: {HF_TOKEN: abc}\nenvs: {A: 1}\nresources:\n  ports: 8888\n  accelerators: {A10:1, L4:1}\n"
+                 "  any_of: [{infra: aws}, {infra: lambda}, {infra: runpod}]\n  image_id: skypilot:gpu-ubuntu-2004\n"
+                 "run: x")
+    assert dict(job.task.envs) == {"A": "1", "HF_TOKEN": "abc"}  # secrets are envs (given, not shown)
+    assert sorted((r.cloud, r.accelerator) for r in job.constraints.resources) == [("aws", "A10"), ("aws", "L4")]
+    assert all(r.image is None for r in job.constraints.resources)
+    assert any("lambda, runpod" in n for n in job.notes) and any("ports" in n for n in job.notes)
+    assert any("SkyPilot's own image" in n for n in job.notes)
 
 
 def test_a_filter_matches_offers_exactly_as_skypilot_names_them():
@@ -152,14 +166,15 @@ def test_a_filter_matches_offers_exactly_as_skypilot_names_them():
 
 @pytest.mark.parametrize("text, named", [
     ("service: {readiness_probe: /}\nrun: x", "service"),
-    ("resources: {ports: 8080}\nrun: x", "resources.ports"),
+    ("resources: {accelerator_args: {runtime_version: x}}\nrun: x", "resources.accelerator_args"),
     ("resources: {image_id: docker:ubuntu}\nrun: x", "resources.image_id"),
     ("resources: {disk_size: 12.5}\nrun: x", "resources.disk_size"),
-    ("resources: {any_of: [{infra: aws, ports: 22}]}\nrun: x", "resources.any_of[0].ports"),
+    ("resources: {any_of: [{infra: aws, priority: 2}]}\nrun: x", "resources.any_of[0].priority"),
     ("resources: {acelerators: T4}\nrun: x", "resources.acelerators"),
     ("file_mounts: {/data: {source: s3://b, mode: MOUNT}}\nrun: x", "mode: COPY"),
     ("file_mounts: {/data: {source: s3://b}}\nrun: x", "SkyPilot default"),
-    ("file_mounts: {/data: {name: my-bucket, source: ./local}}\nrun: x", "creates no buckets"),
+    ("file_mounts: {/data: {name: my-bucket, source: ./local}}\nrun: x", "SkyPilot default"),
+    ("file_mounts: {/data: {name: my-bucket, mode: COPY}}\nrun: x", "creates no"),
     ("file_mounts: {/data: 'r2://b/x'}\nrun: x", "file_mounts./data"),
     ("workdir: {url: https://github.com/x/y, ref: main}\nrun: x", "workdir"),
     ("resources: {infra: k8s}\nrun: x", "k8s"),
