@@ -61,6 +61,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import fields as dataclass_fields
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 
@@ -256,7 +257,11 @@ def _task(fields: Fields | None, base_dir: Path) -> TaskRun | None:
         workdir=None if workdir is None else str(_beside(workdir, base_dir).resolve()),
         envs=() if envs is None else tuple((str(k), _env_value(envs, k)) for k in envs.keys()),
         file_mounts=() if mounts is None else tuple(
-            (str(k), _mount_source(mounts.text(k), base_dir)) for k in mounts.keys()),
+            (str(k), _mount_source(mounts.text(k), base_dir)) for k in mounts.keys()
+            if not isinstance(mounts.value_or_none(k), Mapping)),
+        storage_mounts_to_mount=() if mounts is None else tuple(
+            (str(k), str(v.get("source")), str(v.get("mode"))) for k in mounts.keys()
+            if isinstance(v := mounts.value_or_none(k), Mapping)),
     )
     if envs is not None:
         envs.finish()
@@ -406,7 +411,9 @@ def job_to_mapping(job: JobSpec) -> dict:
         },
         "task": None if job.task is None else {k: v for k, v in {
             "run": job.task.run, "setup": job.task.setup, "workdir": job.task.workdir,
-            "envs": dict(job.task.envs) or None, "file_mounts": dict(job.task.file_mounts) or None,
+            "envs": dict(job.task.envs) or None,
+            "file_mounts": {**dict(job.task.file_mounts), **{d: {"source": b, "mode": m} for d, b, m in
+                                                             job.task.storage_mounts_to_mount}} or None,
         }.items() if v is not None},
     }
     return {k: v for k, v in out.items() if v is not None}

@@ -444,6 +444,7 @@ class TaskRun:
     workdir: str | None = None
     envs: tuple[tuple[str, str], ...] = ()
     file_mounts: tuple[tuple[str, str], ...] = ()  # a source is a local path, or a storage URL (s3://, gs://, …)
+    storage_mounts_to_mount: tuple[tuple[str, str, str], ...] = ()  # (destination, bucket, MOUNT | MOUNT_CACHED)
 
     @property
     def local_mounts(self) -> tuple[tuple[str, str], ...]:

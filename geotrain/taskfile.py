@@ -168,10 +168,14 @@ def task_to_job(data: Mapping[str, Any], origin: str) -> dict[str, Any]:
     return job
 
 
-def _mount_source(dest: Any, source: Any, where: str) -> str:
+MOUNT_MODES = ("COPY", "MOUNT", "MOUNT_CACHED")
+
+
+def _mount_source(dest: Any, source: Any, where: str) -> str | dict[str, str]:
     """A file mount's source: a local path (copied from here), or a cloud-storage URL copied onto each node
     (``s3://``, ``gs://``, ``az://``/``abfs://``: a plain URL, or SkyPilot's ``{source: URL, mode: COPY}``).
-    ``MOUNT``/``MOUNT_CACHED`` (SkyPilot's default mode) and buckets SkyPilot would create are refused."""
+    ``MOUNT``/``MOUNT_CACHED`` (SkyPilot's default mode) are kept as ``{source, mode}``: planned, and refused
+    by launch before anything is bought (geotrain mounts no storage); buckets SkyPilot would create are refused."""
     if isinstance(source, str):
         if "://" in source and not source.startswith(STORAGE_SCHEMES):
             raise JobSpecError(f"{where}: {source!r}: geotrain copies storage from {', '.join(STORAGE_SCHEMES)} "
@@ -182,18 +186,18 @@ def _mount_source(dest: Any, source: Any, where: str) -> str:
     if unknown:
         raise JobSpecError(f"{where}: unknown storage fields {', '.join(sorted(map(str, unknown)))}")
     mode = str(fields.get("mode", "MOUNT")).upper()
+    if mode not in MOUNT_MODES:
+        raise JobSpecError(f"{where}: mode {mode!r} is not one of COPY, {', '.join(MOUNT_MODES[1:])}")
     url = fields.get("source")
-    if mode != "COPY":
-        raise JobSpecError(f"{where}: mode {mode}{' (SkyPilot default)' if 'mode' not in fields else ''}: geotrain "
-                           "does not FUSE-mount storage (a mounter on the node image cannot be verified before "
-                           "anything is bought); write mode: COPY to copy it onto each node, or read the bucket "
-                           "from your script")
+    name, store = fields.get("name"), str(fields.get("store") or "").lower()
+    scheme = {"s3": "s3://", "gcs": "gs://", "azure": "az://"}.get(store)
+    if mode != "COPY":  # planned; launch refuses it before anything is bought (launcher.task.check_task)
+        source = url if isinstance(url, str) else f"{scheme or ''}{name}" if isinstance(name, str) else "?"
+        return {"source": source, "mode": mode}
     if isinstance(url, str) and url.startswith(STORAGE_SCHEMES):
         return url
     if isinstance(url, str) and "://" not in url:
         return url  # a local source in COPY mode: copied to each node directly (no bucket in between)
-    name, store = fields.get("name"), str(fields.get("store") or "").lower()
-    scheme = {"s3": "s3://", "gcs": "gs://", "azure": "az://"}.get(store)
     if url is None and isinstance(name, str) and scheme:
         return f"{scheme}{name}"  # an existing bucket, by name and store
     raise JobSpecError(f"{where}: {url!r}: geotrain copies from a cloud-storage URL ({', '.join(STORAGE_SCHEMES)}), "

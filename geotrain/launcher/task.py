@@ -84,6 +84,11 @@ def check_task(task: TaskRun, *, shared_host: bool, ships: bool = False) -> None
     provider copies files to its nodes, ``NodeLink``)."""
     if not task.run:
         raise InputError("the task has no run: nothing to train; add run: (the command each node runs)")
+    for dest, bucket, mode in task.storage_mounts_to_mount:
+        raise InputError(f"file_mounts: {dest}: mode {mode} ({bucket}): geotrain does not FUSE-mount storage (a "
+                         "mounter on the node image cannot be verified before anything is bought); write mode: COPY "
+                         "to copy it onto each node before setup, or read the bucket from your script (e.g. "
+                         "checkpoint_store()); nothing was launched")
     if not (shared_host or ships) and (task.workdir or task.local_mounts):
         raise InputError("this provider's nodes cannot be given the workdir and file_mounts; fetch the code in "
                          "setup (e.g. git clone, pip install) and read data from storage (checkpoint_url, dataset)")

@@ -1,5 +1,5 @@
 """What a plan of a task file says about the task's own choices: the fields geotrain reads its own way
-(``JobSpec.notes``) and, where the task's nodes are on-demand (SkyPilot's default: ``use_spot`` absent),
+(``JobSpec.notes``), the storage it will not mount, and, where the task's nodes are on-demand (SkyPilot's default: ``use_spot`` absent),
 what the same instance types would cost on spot and what the script must do to survive that."""
 
 from __future__ import annotations
@@ -14,6 +14,9 @@ def with_task_words(plan: Plan, snapshot: PriceSnapshot) -> Plan:
     job = plan.job
     words = list(job.notes)
     if job.task is not None:
+        for dest, bucket, mode in job.task.storage_mounts_to_mount:
+            words.append(f"file_mounts.{dest}: mode {mode} of {bucket}: launch refuses it before buying anything "
+                         "(geotrain mounts no storage); write mode: COPY to copy it onto each node before setup")
         spot = spot_words(plan, snapshot)
         if spot:
             words.append(spot)

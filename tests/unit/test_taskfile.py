@@ -143,6 +143,18 @@ def test_cloud_storage_in_copy_mode_is_copied_onto_the_nodes_and_mounts_are_refu
     assert dict(named.task.file_mounts) == {"~/a": "gs://ckpts", "~/b": "/work/tasks/b"}  # a local COPY: copied
 
 
+def test_a_storage_mount_is_planned_and_refused_by_launch_before_anything_is_bought():
+    from geotrain.errors import InputError
+    from geotrain.launcher.task import check_task
+
+    job = job_of("file_mounts: {/ckpt: {name: ckpts, store: gcs, mode: MOUNT_CACHED}, /data: {source: s3://b}}\n"
+                 "run: x")
+    assert job.task.storage_mounts_to_mount == (("/ckpt", "gs://ckpts", "MOUNT_CACHED"), ("/data", "s3://b", "MOUNT"))
+    assert round_trip(job).task == job.task
+    with pytest.raises(InputError, match="mode MOUNT_CACHED .*mode: COPY.*nothing was launched"):
+        check_task(job.task, shared_host=True)
+
+
 def test_skypilot_habits_read_as_skypilot_means_them():
     job = job_of("secrets: {HF_TOKEN: abc}\nenvs: {A: 1}\nresources:\n  ports: 8888\n  accelerators: {A10:1, L4:1}\n"
                  "  any_of: [{infra: aws}, {infra: lambda}, {infra: runpod}]\n  image_id: skypilot:gpu-ubuntu-2004\n"
@@ -171,9 +183,7 @@ def test_a_filter_matches_offers_exactly_as_skypilot_names_them():
     ("resources: {disk_size: 12.5}\nrun: x", "resources.disk_size"),
     ("resources: {any_of: [{infra: aws, priority: 2}]}\nrun: x", "resources.any_of[0].priority"),
     ("resources: {acelerators: T4}\nrun: x", "resources.acelerators"),
-    ("file_mounts: {/data: {source: s3://b, mode: MOUNT}}\nrun: x", "mode: COPY"),
-    ("file_mounts: {/data: {source: s3://b}}\nrun: x", "SkyPilot default"),
-    ("file_mounts: {/data: {name: my-bucket, source: ./local}}\nrun: x", "SkyPilot default"),
+    ("file_mounts: {/data: {source: s3://b, mode: MOUNTED}}\nrun: x", "file_mounts./data"),
     ("file_mounts: {/data: {name: my-bucket, mode: COPY}}\nrun: x", "creates no"),
     ("file_mounts: {/data: 'r2://b/x'}\nrun: x", "file_mounts./data"),
     ("workdir: {url: https://github.com/x/y, ref: main}\nrun: x", "workdir"),
