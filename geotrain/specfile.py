@@ -127,6 +127,9 @@ def parse_yaml(text: str, path: Path | str, error: type[InputError]) -> Any:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        if "found another document" in str(problem):  # several documents: a SkyPilot pipeline (managed jobs)
+            raise error(f"{path}: several YAML documents (a SkyPilot pipeline of tasks, line {mark.line + 1}); "
+                        "geotrain plans and launches one task: give each task as its own file") from exc
         raise error(f"{path}: not valid YAML{where}: {problem}") from exc
     except RecursionError as exc:
         raise error(f"{path}: lists and mappings nest more than {MAX_DEPTH} deep") from exc

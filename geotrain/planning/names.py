@@ -34,8 +34,9 @@ def check_names(job: JobSpec, offers: Sequence[Offer]) -> None:
     _check("cloud", {r.cloud for r in c.resources if r.cloud}, clouds, lambda name, known: name in known)
     _check("region", {r.region for r in c.resources if r.region}, regions, lambda name, known: name in known, shown=8)
     exact = {a.lower() for a in accelerators}
-    _check("accelerator", {r.accelerator for r in c.resources if r.accelerator}, accelerators,
-           lambda name, known: name.lower() in exact)
+    named = {r.accelerator for r in c.resources if r.accelerator}
+    if not any(name.lower() in exact for name in named):  # one known choice is enough, as SkyPilot skips the rest
+        _check("accelerator", named, accelerators, lambda name, known: name.lower() in exact)
     asked = set(c.accelerators or ()) | {r.accelerator for r in c.resources if r.accelerator}
     stacks = {name: OTHER_STACK[known] for name in asked for known in OTHER_STACK if known.lower() == name.lower()}
     if asked and len(stacks) == len(asked):  # every accelerator asked for needs an image geotrain has not
