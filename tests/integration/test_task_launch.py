@@ -149,3 +149,31 @@ def test_a_torchrun_worker_in_a_session_of_its_own_ends_with_its_node(tmp_path, 
     finally:
         launcher.kill()
         launcher.wait()
+
+
+def test_a_failed_setup_ends_the_run_at_once_with_exit_5_naming_setup_and_its_last_lines(tmp_path):
+    task = tmp_path / "broken.yaml"
+    task.write_text(textwrap.dedent("""\
+        num_nodes: 2
+        envs:
+          WHO: setup-of-broken
+        setup: |
+          echo "installing for $WHO"
+          echo "pip: no matching distribution for torchh" >&2
+          exit 7
+        run: |
+          echo "run must not start"
+        """))
+    started = time.monotonic()
+    done = launch(task, "--yes", "--env", "WHO=from-the-flag")
+    took = time.monotonic() - started
+    assert done.returncode == 5, done.stdout + done.stderr
+    said = done.stdout + done.stderr
+    assert "setup failed on node" in said and "exit 7" in said and "no matching distribution for torchh" in said
+    assert "installing for from-the-flag" in said  # launch streamed the task's output, and --env reached it
+    assert "run must not start" not in said and "restart" not in said.split("setup failed")[1][:200]
+    run = only_run()
+    logs = logs_of(run)
+    assert len([n for n in logs if n.startswith("gen001")]) == 2 and not [n for n in logs if n.startswith("gen002")]
+    assert not processes_of_run(run)  # its nodes released
+    assert took < 60, took
