@@ -18,7 +18,7 @@ from geotrain.providers.base import LOCAL_PROVIDER
 from geotrain.solver.model import BACKENDS
 from geotrain.solver.search import SearchProgress
 from geotrain.specfile import Fields, load_yaml_mapping
-from geotrain.taskenv import apply_envs
+from geotrain.taskenv import apply_envs, parse_envs
 from geotrain.taskfile import foreign_format, is_task, task_to_job
 
 PROVIDERS = (LOCAL_PROVIDER,)
@@ -88,6 +88,11 @@ def job_mapping(request: PlanRequest) -> tuple[dict[str, Any], str, Path]:
     if "workload" not in data:
         raise JobSpecError(f"{origin}: workload: required; give --workload or a spec file with one")
     return data, origin, base
+
+
+def task_envs(env, env_file, secret) -> dict[str, str]:  # noqa: ANN001 - the flags' lists (None when not given)
+    """``--env-file``, ``--env`` and ``--secret`` → the task's variables (``geotrain.taskenv``)."""
+    return {**parse_envs(env or (), env_file or ()), **parse_envs(secret or (), flag="--secret")}
 
 
 def _section(data: dict[str, Any], key: str, origin: str) -> dict[str, Any]:

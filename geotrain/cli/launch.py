@@ -10,7 +10,7 @@ from pathlib import Path
 
 import typer
 
-from geotrain.cli.render import ENV_FILE_HELP, ENV_HELP, SECRET_HELP, console, finite, print_document, task_envs, usd
+from geotrain.cli.render import ENV_FILE_HELP, ENV_HELP, SECRET_HELP, console, finite, print_document, usd
 
 
 def launch(
@@ -79,7 +79,9 @@ def launch(
     if plan_path is not None and app_launch.is_spec(plan_path):  # a task file: plan it, show it, ask
         if not dry_run:
             _require_train_extra()
-        plan = app_launch.plan_of(plan_path, provider_name=provider, envs=task_envs(env, env_file, secret))
+        from geotrain.app.plan import task_envs as app_task_envs
+
+        plan = app_launch.plan_of(plan_path, provider_name=provider, envs=app_task_envs(env, env_file, secret))
         _show_plan(plan, err=as_json)
         if not dry_run:
             _confirm(yes)

@@ -9,7 +9,7 @@ from typing import Any
 
 import typer
 
-from geotrain.cli.render import ENV_FILE_HELP, ENV_HELP, SECRET_HELP, console, finite, print_document, task_envs, split_values, usd
+from geotrain.cli.render import ENV_FILE_HELP, ENV_HELP, SECRET_HELP, console, finite, print_document, split_values, usd
 from geotrain.domain import BASELINE_WORDS, PRECISIONS, Objective, SyncSettings, SyncStrategyName
 
 _OBJECTIVES = tuple(o.value for o in Objective)
@@ -81,6 +81,7 @@ def plan(
 ) -> None:
     """Choose the cost/throughput-optimal mix of spot, on-demand and on-prem nodes for a job."""
     from geotrain.app.plan import PlanRequest, plan_record, run_plan
+    from geotrain.app.plan import task_envs as app_task_envs
     from geotrain.cli.render import checked
 
     if objective:
@@ -111,7 +112,7 @@ def plan(
         onprem_required=onprem_required, snapshot_id=snapshot_id, backend=backend.upper(),
         recovery_h=recovery_min / 60, time_limit_s=time_limit, nodes=nodes, provider=provider, rates_file=rates,
         egress_file=egress, allow_below_target=allow_below_target,
-        envs=task_envs(env, env_file, secret),
+        envs=app_task_envs(env, env_file, secret),
     )
     if as_json or not sys.stderr.isatty():
         outcome = run_plan(request, output=output, plot=plot)

@@ -151,9 +151,3 @@ ENV_HELP = "A task's env: NAME=VALUE, or NAME for this shell's value (fills envs
 SECRET_HELP = "A task's secret (its secrets section), as --env."
 ENV_FILE_HELP = "A dotenv file of NAME=VALUE lines, as --env for each."
 
-
-def task_envs(env, env_file, secret) -> dict[str, str]:  # noqa: ANN001 - the flags' lists (None when not given)
-    """``--env-file``, ``--env`` and ``--secret`` → the task's variables (``geotrain.taskenv``)."""
-    from geotrain.taskenv import parse_envs
-
-    return {**parse_envs(env or (), env_file or ()), **parse_envs(secret or (), flag="--secret")}

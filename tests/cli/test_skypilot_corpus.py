@@ -42,7 +42,6 @@ OPT_IN = {"af-south-1", "ap-east-1", "ap-east-2", "ap-south-2", "ap-southeast-3"
           "ap-southeast-6", "ap-southeast-7", "ca-west-1", "eu-central-2", "eu-south-1", "eu-south-2", "il-central-1",
           "me-central-1", "me-south-1", "mx-central-1"}
 STANDARD_AZ = re.compile(r"^[a-z]+\d-az\d+$")
-_TABLE: list[tuple[str, str, str, str]] = []
 
 
 def rows() -> list[dict]:
@@ -151,16 +150,14 @@ def env_flags(task: dict) -> list[str]:
     return flags
 
 
-@pytest.mark.parametrize("path", FILES, ids=[p.name for p in FILES])
-def test_a_real_skypilot_task_plans_as_skypilot_would_or_cheaper(path, tmp_path, monkeypatch):
-    monkeypatch.chdir(path.parent)  # as a user runs it: beside the task's own files
+def plan_row(path: Path) -> tuple[str, str, str, str]:
+    """Plan one file as a user would, check it against the referee, and give its table row."""
     docs = list(yaml.safe_load_all(path.read_text()))
-    task = docs[-1] if docs else {}
-    result = runner.invoke(app, ["plan", str(path), "--json", *env_flags(task or {})])
+    task = (docs[-1] if docs else {}) or {}
+    result = runner.invoke(app, ["plan", str(path), "--json", *env_flags(task)])
     if path.name in REFUSED:
         assert result.exit_code == 2 and REFUSED[path.name] in result.output, result.output
-        _TABLE.append((path.name, "refused: " + REFUSED[path.name], "-", "-"))
-        return
+        return (path.name, "refused: " + REFUSED[path.name], "-", "-")
     assert result.exit_code == 0, result.output
     plan = json.loads(result.stdout)
     planned = sum(i["offer"]["price_usd_per_hour"] * i["count"] for i in plan["items"])
@@ -172,21 +169,32 @@ def test_a_real_skypilot_task_plans_as_skypilot_would_or_cheaper(path, tmp_path,
     price, row = pick
     assert planned <= price * (1 + 1e-9), f"${planned}/h planned, SkyPilot's pick ${price}/h"
     first = plan["items"][0]["offer"]
-    ours = f"{sum(i['count'] for i in plan['items'])}x {first['cloud']}/{first['region']} {first['instance_type']} " \
-           f"{first['market']} ${planned:,.2f}/h"
+    ours = (f"{sum(i['count'] for i in plan['items'])}x {first['cloud']}/{first['region']} {first['instance_type']} "
+            f"{first['market']} ${planned:,.2f}/h")
     theirs = f"{row['cloud']}/{row['region']} {row['instance_type']} {row['market']} ${price:,.2f}/h"
-    same = first["instance_type"] == row["instance_type"] and abs(planned - price) < 1e-9
-    diff = "same type and price" if same else (
-        f"{1 - planned / price:.0%} cheaper" + (" (the cheapest of the ordered choices)"
-                                                 if (task.get('resources') or {}).get('ordered') else "")
-        if planned < price - 1e-9 else "same price, another zone or type")
-    _TABLE.append((path.name, ours, theirs, diff))
+    if first["instance_type"] == row["instance_type"] and abs(planned - price) < 1e-9:
+        diff = "same type and price"
+    elif planned < price - 1e-9:
+        ordered = " (the cheapest of the ordered choices)" if (task.get("resources") or {}).get("ordered") else ""
+        diff = f"{1 - planned / price:.0%} cheaper{ordered}"
+    else:
+        diff = "same price, another zone or type"
+    return (path.name, ours, theirs, diff)
 
 
-def test_print_the_corpus_table():
-    """Runs after the corpus (file order): the table of what each file planned as."""
-    if not _TABLE:
-        pytest.skip("run with the corpus tests (pytest tests/cli/test_skypilot_corpus.py -s)")
-    width = max(len(r[0]) for r in _TABLE)
-    print("\n" + "\n".join(f"{a:<{width}}  {b:<58}  {c:<52}  {d}" for a, b, c, d in _TABLE))
-    assert len(_TABLE) == len(FILES) and len(FILES) >= 30
+def test_every_real_skypilot_task_plans_as_skypilot_would_or_cheaper_and_the_table_is_printed(monkeypatch):
+    """Every file of the corpus, planned as a user runs it (beside the task's own files); the table is
+    printed (``pytest -s``): file, planned as, SkyPilot's pick, difference."""
+    monkeypatch.chdir(CORPUS)
+    assert len(FILES) >= 30
+    table, failures = [], []
+    for path in FILES:
+        try:
+            table.append(plan_row(path))
+        except AssertionError as exc:
+            failures.append(f"{path.name}: {str(exc)[:400]}")
+    width = max(len(r[0]) for r in table) if table else 10
+    print("\n" + "\n".join(f"{a:<{width}}  {b:<60}  {c:<54}  {d}" for a, b, c, d in table))
+    planned = sum(1 for r in table if not r[1].startswith("refused"))
+    print(f"{planned} of {len(FILES)} planned; {len(FILES) - planned} refused by name")
+    assert not failures, "\n".join(failures)

@@ -96,9 +96,9 @@ def test_a_task_no_offer_matches_says_so_and_exits_3(tmp_path):
 
 def test_an_unsupported_field_exits_2_naming_it(tmp_path):
     path = tmp_path / "task.yaml"
-    path.write_text("resources: {accelerators: T4, ports: 8888}\nrun: jupyter lab\n")
+    path.write_text("resources: {accelerators: T4, accelerator_args: {runtime_version: x}}\nrun: jupyter lab\n")
     result = runner.invoke(app, ["plan", str(path)])
-    assert result.exit_code == 2 and "resources.ports: not supported" in result.output, result.output
+    assert result.exit_code == 2 and "resources.accelerator_args: not supported" in result.output, result.output
 
 
 def test_a_cloud_or_accelerator_no_offer_has_is_an_unknown_name_exit_2(tmp_path):

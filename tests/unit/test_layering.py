@@ -10,7 +10,7 @@ The layers, top to bottom (README, Development, draws the same):
     planning  billing        plan a job; the cost of a run (the one cost function)
     perf  solver  pricing  providers  train
     ledger
-    config  taskfile
+    config  taskfile  taskenv
     specfile  files  procs
     domain
     errors
@@ -33,7 +33,7 @@ LAYERS: list[set[str]] = [
     {"providers"},  # a cloud provider builds its SDK clients as that cloud's price source does
     {"perf", "solver", "pricing", "train"},
     {"ledger"},
-    {"config", "taskfile"},
+    {"config", "taskfile", "taskenv"},
     {"wan"},  # emulated links between network namespaces
     {"specfile", "files", "procs", "node"},
     {"domain"},

@@ -35,6 +35,8 @@ ACCELERATORS = ("T4", "A10G", "V100", "L4")
 def _pool():
     table = bundled_snapshot().table
     keep = table.accelerator.isin(ACCELERATORS) & (table.cloud + "/" + table.region).isin(REGIONS)
+    # AWS Local Zones (ids with a city code, e.g. usw2-lax1-az1) need opting in: a job that names none never uses them
+    keep &= ~table.zone.fillna("").str.contains(r"^[a-z]+\d-[a-z]+\d+-az\d+$")
     return table[keep].reset_index(drop=True)
 
 
