@@ -634,3 +634,20 @@ def test_peer_rules_admit_the_runs_nodes_public_addresses_and_revoke_those_gone(
     [group] = groups(aws, run)
     assert any(pair.get("GroupId") == group["GroupId"] for perm in group["IpPermissions"]
                for pair in perm.get("UserIdGroupPairs") or [])  # the group's own rule stays
+
+
+def test_a_task_s_boot_disk_goes_on_the_image_s_root_device_with_its_size_and_tier(fake, aws, geotrain_home):
+    from geotrain.domain import BootDisk
+
+    run = new_run()
+    base = request(run)
+    provider(fake, geotrain_home).launch(LaunchRequest(base.request_id, run, base.offer, disk=BootDisk(300, "high")))
+    [inst] = instances(aws, run)
+    [image] = aws.describe_images(ImageIds=[inst["ImageId"]])["Images"]
+    sent = fake.vms.run_requests[-1]
+    assert sent["BlockDeviceMapping.1.DeviceName"] == image["RootDeviceName"]
+    assert (sent["BlockDeviceMapping.1.Ebs.VolumeSize"], sent["BlockDeviceMapping.1.Ebs.VolumeType"],
+            sent["BlockDeviceMapping.1.Ebs.Iops"]) == ("300", "gp3", "16000")
+    [root] = [m for m in inst["BlockDeviceMappings"] if m["DeviceName"] == image["RootDeviceName"]]
+    [volume] = aws.describe_volumes(VolumeIds=[root["Ebs"]["VolumeId"]])["Volumes"]
+    assert volume["Size"] == 300  # moto made the root volume the size asked for

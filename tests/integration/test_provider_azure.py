@@ -462,3 +462,15 @@ def test_peer_rules_put_the_runs_nodes_public_addresses_in_each_regions_nsg(fake
     assert peers() == []
     [nsg] = fake.resources("networkSecurityGroups")
     assert {r["name"] for r in nsg["properties"]["securityRules"]} >= {"geotrain-ssh", "geotrain-run-tcp"}
+
+
+def test_a_task_s_boot_disk_size_and_tier_go_to_the_os_disk(fake, provider) -> None:
+    from azure.mgmt.compute.models import VirtualMachine
+
+    from geotrain.domain import BootDisk
+
+    base = request("run-disk")
+    provider.launch(LaunchRequest(base.request_id, base.run_id, base.offer, disk=BootDisk(256, "low")))
+    [vm] = fake.vms()
+    disk = VirtualMachine(vm).storage_profile.os_disk  # read through the SDK's own model
+    assert (disk.disk_size_gb, disk.managed_disk.storage_account_type) == (256, "Standard_LRS")

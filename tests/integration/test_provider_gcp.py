@@ -642,3 +642,12 @@ def test_peer_rules_admit_the_runs_nodes_public_addresses_and_go_with_the_run(fa
     assert fake.firewalls[name]["sourceRanges"] == ["203.0.113.9/32"]
     provider.terminate(node.node_id)
     assert name not in fake.firewalls  # the run's rules go with its last node
+
+
+def test_a_task_s_boot_disk_size_and_tier_go_to_the_boot_disk(fake) -> None:
+    from geotrain.domain import BootDisk
+
+    base = req(new_run())
+    node = gcp(fake).launch(LaunchRequest(base.request_id, base.run_id, base.offer, disk=BootDisk(500, "high")))
+    params = fake.find(node.node_id)[1]["disks"][0]["initializeParams"]
+    assert params["diskSizeGb"] == "500" and params["diskType"].endswith("/diskTypes/pd-ssd")
