@@ -290,6 +290,11 @@ def stop(run_id: str = typer.Argument(..., help="The run to stop.")) -> None:
     console().print(stop_run(run_id))
 
 
+def down(run_id: str = typer.Argument(..., help="The run to stop.")) -> None:
+    """SkyPilot's `sky down`: stop a run and terminate all of its nodes (as `geotrain stop`)."""
+    stop(run_id)
+
+
 def cleanup(
     everything: bool = typer.Option(False, "--all", help="Also the namespaces of runs whose launcher still runs."),
     cloud: str = typer.Option(None, "--cloud", help="aws, gcp or azure: release the resources of geotrain runs "

@@ -103,7 +103,7 @@ time.sleep(300)
 """
 
 
-@pytest.mark.parametrize("how", ["stop", "agent killed", "notice"])
+@pytest.mark.parametrize("how", ["stop", "down", "agent killed", "notice"])
 def test_a_torchrun_worker_in_a_session_of_its_own_ends_with_its_node(tmp_path, how):
     """torchrun starts its workers in sessions of their own, out of reach of the node's process group:
     they must still hear a preemption notice and end with the node, whether the run is stopped or the
@@ -134,8 +134,8 @@ def test_a_torchrun_worker_in_a_session_of_its_own_ends_with_its_node(tmp_path, 
                 time.sleep(0.2)
             assert any("heard the notice" in t for t in logs_of(run_id).values()), logs_of(run_id)
             subprocess.run([GEOTRAIN, "stop", run_id], check=True, capture_output=True, timeout=60)
-        elif how == "stop":
-            subprocess.run([GEOTRAIN, "stop", run_id], check=True, capture_output=True, timeout=60)
+        elif how in ("stop", "down"):  # down: SkyPilot's word for it
+            subprocess.run([GEOTRAIN, how, run_id], check=True, capture_output=True, timeout=60)
         else:
             [node] = LocalProvider().list(run_id)
             agent = int((Path(os.environ["GEOTRAIN_HOME"]) / "providers" / "local" / "nodes" / node.node_id
