@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from geotrain.app.status import run_named
 from geotrain.errors import InputError, NotFoundError
 from geotrain.files import geotrain_home
 from geotrain.launcher.options import LaunchOptions
@@ -50,7 +51,7 @@ class RunNodes:
 
 
 def run_nodes(run_id: str | None) -> RunNodes:
-    """The run ``run_id`` (None: the latest), or InputError naming the known runs."""
+    """The run ``run_id`` (an id or a run's name; None: the latest), or InputError naming the known runs."""
     try:
         ledger = Ledger(create=False)
     except NotFoundError:
@@ -60,13 +61,13 @@ def run_nodes(run_id: str | None) -> RunNodes:
         if run_id is None:
             raise InputError("no run yet; start one with `geotrain launch`")
     try:
-        row = ledger.run(run_id)
+        row = run_named(ledger, run_id)
     except NotFoundError:
         runs = [r.run_id for r in ledger.runs()][::-1]
         more = f" and {len(runs) - KNOWN_SHOWN} older (see `geotrain status`)" if len(runs) > KNOWN_SHOWN else ""
         raise InputError(f"no run {run_id!r}; known runs, newest first: {', '.join(runs[:KNOWN_SHOWN]) or 'none'}"
                          f"{more}") from None
-    return RunNodes(row, tuple(ledger.nodes(run_id)))
+    return RunNodes(row, tuple(ledger.nodes(row.run_id)))
 
 
 def run_provider(run: RunRow) -> Provider:
@@ -89,12 +90,40 @@ class ExecResult:
     log: Path  # the command's whole output
 
 
+def exec_argv(args: Sequence[str], base: Path | None = None) -> tuple[list[str], dict[str, str]]:
+    """What ``geotrain exec RUN ARGS`` runs, as ``sky exec`` reads it: one argument is a shell string
+    (``'echo a; ls'``: ``bash -c``), or a task file (``task.yaml``: its ``run`` with its ``envs``; setup is not
+    run, as with ``sky exec``); several (after ``--``) are the command's argv. Also the envs to add."""
+    if not args:
+        raise InputError("give the command: geotrain exec RUN 'nvidia-smi; ls', geotrain exec RUN task.yaml, or "
+                         "geotrain exec RUN -- CMD ARGS")
+    if len(args) > 1:
+        return list(args), {}
+    only = args[0]
+    path = Path(only) if base is None else base / only
+    if only.endswith((".yaml", ".yml")) and path.is_file():
+        from geotrain.app.plan import PlanRequest, job_mapping
+        from geotrain.config import parse_job_spec
+        from geotrain.errors import JobSpecError
+        from geotrain.specfile import Fields
+
+        data, origin, where = job_mapping(PlanRequest(spec=path))
+        job = parse_job_spec(Fields(data, origin=origin, error=JobSpecError), base_dir=where)
+        if job.task is None or not job.task.run:
+            raise InputError(f"{only}: a task file with a run: is needed to exec it on a run's nodes")
+        return ["bash", "-c", job.task.run], dict(job.task.envs)
+    return ["bash", "-c", only], {}
+
+
 def exec_on_nodes(run_id: str | None, node: str | None, argv: Sequence[str], *,
-                  emit: Callable[[str, str], None], skipped: Callable[[str, str], None]) -> list[ExecResult]:
-    """Run ``argv`` on every node of the run that is up (or on ``node``), in the node's directory, and
-    give each line of output to ``emit(node_id, line)`` as it comes; ``skipped(node_id, why)`` for each
-    node not up. The command's environment is this one's (rank variables dropped) with
-    ``GEOTRAIN_RUN_ID``, ``GEOTRAIN_NODE_ID`` and ``GEOTRAIN_NODE_DIR``. Ctrl-C kills the commands."""
+                  emit: Callable[[str, str], None], skipped: Callable[[str, str], None],
+                  envs: dict[str, str] | None = None) -> list[ExecResult]:
+    """Run ``argv`` on every node of the run that is up (or on ``node``) and give each line of output to
+    ``emit(node_id, line)`` as it comes; ``skipped(node_id, why)`` for each node not up. It starts where the
+    run's task runs (``~/sky_workdir`` when the task has a workdir, else the node's directory), with the
+    task's environment as a task's run gets it (``SKYPILOT_NODE_RANK``, ``SKYPILOT_NUM_NODES``,
+    ``SKYPILOT_NODE_IPS``, ``SKYPILOT_NUM_GPUS_PER_NODE``, ``SKYPILOT_TASK_ID``, the task's envs, then
+    ``envs``), ``GEOTRAIN_RUN_ID``, ``GEOTRAIN_NODE_ID`` and ``GEOTRAIN_NODE_DIR``. Ctrl-C kills the commands."""
     if not argv:
         raise InputError("give the command after `--`, e.g. geotrain exec RUN -- nvidia-smi")
     found = run_nodes(run_id)
@@ -111,6 +140,17 @@ def exec_on_nodes(run_id: str | None, node: str | None, argv: Sequence[str], *,
     if not up:
         raise InputError(f"no node of run {found.run.run_id} is up ({found.run.status}): nothing to run "
                          + ("that node on" if node is not None else "the command on"))
+    from geotrain.domain import TaskRun
+    from geotrain.launcher.task import WORKDIR_NAME, task_env
+    from geotrain.planning.planfile import plan_from_dict
+
+    plan = plan_from_dict(json.loads(found.run.plan_json), f"ledger run {found.run.run_id}")
+    task = plan.job.task or TaskRun()
+    shared = provider.capabilities.shared_host
+    order = {row.node_id: i for i, row in enumerate(found.nodes)}
+    members = sorted((n for n in live.values() if n.state == NodeState.RUNNING), key=lambda n: order.get(n.node_id, 0))
+    addresses = [m.private_address or m.address for m in members]
+    offers = {item.offer.offer_id: item.offer for item in plan.items}
     stamp = f"{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
     folder = geotrain_home() / "runs" / found.run.run_id / "exec"
     started: list[tuple[NodeInfo, NodeProcess, LogTail]] = []
@@ -122,7 +162,19 @@ def exec_on_nodes(run_id: str | None, node: str | None, argv: Sequence[str], *,
             where = node_dir(provider, info.node_id)
             if where is not None:
                 env["GEOTRAIN_NODE_DIR"] = str(where)
-            started.append((info, provider.start(info.node_id, list(argv), env, log), LogTail(log)))
+            offer = offers.get(info.offer_id)
+            env.update(task_env(task, rank=members.index(info) if info in members else 0, addresses=addresses,
+                                accelerators=offer.shape.accelerator_count if offer else 0, shared_host=shared,
+                                run_id=found.run.run_id, node_home=where if shared else None))
+            for key in ("GEOTRAIN_TASK_RUN", "GEOTRAIN_TASK_SETUP", "GEOTRAIN_TASK_FETCH"):
+                env.pop(key, None)
+            env.update(envs or {})
+            cwd = None
+            if task.workdir:
+                cwd = (where / WORKDIR_NAME) if shared and where is not None else f"~/{WORKDIR_NAME}"
+                if shared and not (where / WORKDIR_NAME).is_dir():
+                    cwd = None
+            started.append((info, provider.start(info.node_id, list(argv), env, log, cwd=cwd), LogTail(log)))
         codes: dict[str, int] = {}
         while len(codes) < len(started):
             time.sleep(POLL_S)

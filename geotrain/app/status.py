@@ -15,6 +15,7 @@ from geotrain.procs import pid_alive
 @dataclass(frozen=True, slots=True)
 class RunSummary:
     run_id: str
+    name: str | None  # ``launch -c NAME``
     status: str
     reason: str | None
     created_at: str
@@ -31,14 +32,33 @@ class RunSummary:
     last_events: list[str]
 
 
-def status(run_id: str | None = None) -> list[RunSummary]:
+def run_named(ledger: Ledger, key: str) -> RunRow:
+    """The run ``key`` names: a run id, or a run's name (``launch -c NAME``): the live run of that name, else
+    its latest. NotFoundError when neither."""
+    try:
+        return ledger.run(key)
+    except NotFoundError:
+        named = [r for r in ledger.runs() if r.options.get("name") == key]
+        if not named:
+            raise
+        live = [r for r in named if r.status == RunStatus.RUNNING]
+        return (live or named)[-1]
+
+
+def status(run_id: str | None = None, *, name: str | None = None, everything: bool = True) -> list[RunSummary]:
+    """The runs (one: ``run_id``, an id or a name; ``name``: the runs of that name, ``queue``); without
+    ``everything``, only the live ones (running, or orphaned by a launcher that died)."""
     try:
         ledger = Ledger(create=False)
     except NotFoundError:
         if run_id is None:
             return []
         raise NotFoundError(f"no run {run_id!r}: geotrain has not run anything here yet") from None
-    rows = [ledger.run(run_id)] if run_id else ledger.runs()
+    rows = [run_named(ledger, run_id)] if run_id else ledger.runs()
+    if name is not None:
+        rows = [r for r in rows if r.options.get("name") == name or r.run_id == name]
+    if not everything and run_id is None:
+        rows = [r for r in rows if r.status == RunStatus.RUNNING]
     out = []
     for row in rows:
         nodes = ledger.nodes(row.run_id)
@@ -46,7 +66,7 @@ def status(run_id: str | None = None) -> list[RunSummary]:
         last = ledger.last_progress(row.run_id)
         events = ledger.events(row.run_id)
         out.append(RunSummary(
-            run_id=row.run_id, status=_effective_status(row), reason=row.reason, created_at=row.created_at,
+            run_id=row.run_id, name=row.options.get("name"), status=_effective_status(row), reason=row.reason, created_at=row.created_at,
             workload=row.workload, substitutions=row.substitutions, step=last.step if last else 0,
             target_steps=row.target_steps, samples=last.samples if last else 0,
             samples_per_s=last.samples_per_s if last else None, nodes_up_by_region=dict(up),

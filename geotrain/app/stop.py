@@ -7,6 +7,7 @@ import signal
 import time
 
 from geotrain.app.launch import get_provider
+from geotrain.app.status import run_named
 from geotrain.launcher.options import LaunchOptions
 from geotrain.ledger import EventKind, Ledger, RunStatus
 from geotrain.procs import pid_alive
@@ -16,7 +17,8 @@ from geotrain.providers.base import NodeState
 def stop(run_id: str, *, wait_s: float = 30.0) -> str:
     """Stop a run: ask its launcher to stop, or, when the launcher is gone, terminate its nodes here."""
     ledger = Ledger(create=False)
-    row = ledger.run(run_id)
+    row = run_named(ledger, run_id)  # an id, or a run's name (launch -c NAME)
+    run_id = row.run_id
     if row.launcher_pid and pid_alive(row.launcher_pid) and row.launcher_pid != os.getpid() \
             and row.status == RunStatus.RUNNING:
         os.kill(row.launcher_pid, signal.SIGTERM)

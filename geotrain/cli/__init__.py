@@ -109,6 +109,7 @@ app.command("launch", context_settings={"allow_extra_args": True})(_launch.launc
 app.command("status")(_launch.status)
 app.command("stop")(_launch.stop)
 app.command("down")(_launch.down)
+app.command("queue")(_launch.queue)
 app.command("cleanup")(_launch.cleanup)
 app.command("cost-report")(_report.cost_report)
 app.command("simulate")(_simulate.simulate)

@@ -64,6 +64,11 @@ def launch(
     env: list[str] = typer.Option(None, "--env", metavar="NAME[=VALUE]", help=ENV_HELP),
     env_file: list[Path] = typer.Option(None, "--env-file", help=ENV_FILE_HELP),
     secret: list[str] = typer.Option(None, "--secret", metavar="NAME[=VALUE]", help=SECRET_HELP),
+    name: str = typer.Option(None, "--name", "-c", help="Name the run (SkyPilot's cluster name): status, queue, "
+                                                        "logs, exec and down take it for the run id; a task "
+                                                        "launched with the name of a live run runs on its nodes."),
+    detach: bool = typer.Option(False, "--detach", "-d", help="Return once the run has started; it goes on in a "
+                                                              "process of its own (geotrain logs RUN -f follows it)."),
 ) -> None:
     """Boot the plan's nodes, train on them, survive preemptions. After `--`, a user's torchrun-style command."""
     from geotrain.errors import EXIT_INTERRUPTED, InputError
@@ -72,9 +77,27 @@ def launch(
 
     if plan_path is not None and resume_id:
         raise InputError("give a plan file or --resume RUN_ID, not both")
+    if detach and (resume_id or dry_run):
+        raise InputError("--detach goes with a plan or task file to launch (not --resume or --dry-run)")
     if (env or env_file or secret) and (plan_path is None or not app_launch.is_spec(plan_path)):
         raise InputError("--env, --env-file and --secret set a task file's envs: give them with the task file "
                          "(a plan file already holds its task's envs)")
+    if name is not None and plan_path is not None and not resume_id and not dry_run:
+        from geotrain.app.reuse import live_run_named, run_task_on
+
+        live = live_run_named(name)
+        if live is not None:  # as `sky launch -c NAME`: the task runs on the named run's nodes
+            if not app_launch.is_spec(plan_path):
+                raise InputError(f"run {live} ({name}) is live: a plan file would start another run; give a task "
+                                 f"file to run on its nodes, or `geotrain down {name}` first")
+            from geotrain.app.plan import task_envs as app_task_envs
+
+            from geotrain.cli.nodes import _Prefixer
+
+            console(err=True).print(f"run {live} ({name}) is live: the task runs on its nodes (setup, then run)")
+            code = run_task_on(live, plan_path, app_task_envs(env, env_file, secret), emit=_Prefixer(),
+                               skipped=lambda node, why: typer.echo(f"{node}: {why}; skipped", err=True))
+            raise typer.Exit(code)
     plan = None
     if plan_path is not None and app_launch.is_spec(plan_path):  # a task file: plan it, show it, ask
         if not dry_run:
@@ -109,8 +132,16 @@ def launch(
             checkpoint_every=checkpoint_every, deterministic=deterministic, max_restarts=max_restarts,
             block_min=block_min, max_spend_usd=max_spend_usd, seed=seed, preempt_rate=preempt_rate,
             preempt_trace=preempt_trace, preempt_at=preempt_at, notice_s=notice, control_address=control_address,
-            instance_roles=tuple(instance_role or ()), images=tuple(image or ()),
+            instance_roles=tuple(instance_role or ()), images=tuple(image or ()), name=name,
         )
+        if detach:
+            from geotrain.app.detach import detach as start_detached
+
+            run_id, log = start_detached(plan or app_launch.load_plan(plan_path), options, provider_name=provider)
+            console().print(f"run {run_id} started, detached (its launcher's output: {log}); follow it with "
+                            f"`geotrain logs {run_id} -f`, see it with `geotrain status`, end it with "
+                            f"`geotrain down {name or run_id}`")
+            return
         streams: list = []
         try:
             outcome = app_launch.launch(plan or plan_path, options, provider_name=provider, on_status=show,
@@ -257,24 +288,62 @@ def _display(err: bool = False):  # noqa: ANN202
 
 
 def status(
-    run_id: str = typer.Argument(None, help="A run id (default: every run)."),
-    as_json: bool = typer.Option(False, "--json", help="Print as JSON."),
+    run_id: str = typer.Argument(None, help="A run id or name (default: the live runs as a table)."),
+    everything: bool = typer.Option(False, "--all", "-a", help="Every run, ended ones too (the table)."),
+    as_json: bool = typer.Option(False, "--json", help="Print as JSON (every run, or the one given)."),
 ) -> None:
-    """Show runs: progress, nodes up per region, cost so far, last events."""
+    """The live runs, a line each (`--all`: every run); one run in full: progress, nodes up per region,
+    cost so far, last events."""
     from geotrain.app.status import status as run_status
 
-    runs = run_status(run_id)
     if as_json:
-        print_document("status", {"runs": [_fields(r) for r in runs]})
+        print_document("status", {"runs": [_fields(r) for r in run_status(run_id)]})
         return
-    out = console()
+    if run_id is not None:
+        _status_in_full(run_status(run_id))
+        return
+    runs = run_status(everything=everything)
     if not runs:
-        out.print("No runs yet; start one with `geotrain launch plan.json`.")
+        earlier = len(run_status()) if not everything else 0
+        console().print("No live runs" + (f"; {earlier} earlier: geotrain status --all" if earlier else
+                                          "; start one with `geotrain launch task.yaml`") + ".")
+        return
+    _status_table(runs)
+
+
+def queue(name: str = typer.Argument(None, help="A run name (launch -c NAME); default: every named run.")) -> None:
+    """SkyPilot's `sky queue`: the runs of a name (launch -c NAME), a line each, newest last."""
+    from geotrain.app.status import status as run_status
+
+    runs = [r for r in run_status() if r.name is not None and (name is None or r.name == name)]
+    if not runs:
+        console().print(f"No run named {name}." if name else "No named runs (launch -c NAME names one).")
+        return
+    _status_table(runs)
+
+
+def _status_table(runs) -> None:  # noqa: ANN001 - RunSummary list
+    from rich.table import Table
+
+    table = Table(box=None, pad_edge=False)
+    for column in ("RUN", "NAME", "STATUS", "NODES", "STEP", "COST", "STARTED"):
+        table.add_column(column, no_wrap=column != "STATUS")
+    for r in runs:
+        up = sum(r.nodes_up_by_region.values())
+        table.add_row(r.run_id, r.name or "-", r.status.split(" (")[0], f"{up}/{r.nodes_total}",
+                      f"{r.step}{f'/{r.target_steps}' if r.target_steps else ''}", usd(r.usd_so_far, 4),
+                      r.created_at.replace("T", " ")[:19])
+    console().print(table)
+
+
+def _status_in_full(runs) -> None:  # noqa: ANN001 - RunSummary list
+    out = console()
     for r in runs:
         nodes = ", ".join(f"{k}: {v}" for k, v in sorted(r.nodes_up_by_region.items())) or "none up"
         rate = "" if r.samples_per_s is None else f", {r.samples_per_s:,.0f} samples/s"
         workload = r.workload + (f" ({'; '.join(r.substitutions)})" if r.substitutions else "")
-        out.print(f"[bold]{r.run_id}[/bold] {r.status}{f' ({r.reason})' if r.reason else ''} — {workload}, "
+        out.print(f"[bold]{r.run_id}[/bold]{f' ({r.name})' if r.name else ''} {r.status}"
+                  f"{f' ({r.reason})' if r.reason else ''} — {workload}, "
                   f"step {r.step}{f'/{r.target_steps}' if r.target_steps else ''}, {r.samples:,} samples{rate}, "
                   f"nodes {nodes} "
                   f"(of {r.nodes_total} launched), {r.preemptions} preemptions, {usd(r.usd_so_far, 4)}"
@@ -283,14 +352,14 @@ def status(
             out.print(f"    {line}")
 
 
-def stop(run_id: str = typer.Argument(..., help="The run to stop.")) -> None:
+def stop(run_id: str = typer.Argument(..., help="The run to stop (its id or name).")) -> None:
     """Stop a run and terminate all of its nodes."""
     from geotrain.app.stop import stop as stop_run
 
     console().print(stop_run(run_id))
 
 
-def down(run_id: str = typer.Argument(..., help="The run to stop.")) -> None:
+def down(run_id: str = typer.Argument(..., help="The run to stop (its id or name).")) -> None:
     """SkyPilot's `sky down`: stop a run and terminate all of its nodes (as `geotrain stop`)."""
     stop(run_id)
 

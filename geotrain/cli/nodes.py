@@ -38,18 +38,21 @@ def logs(
 
 def exec_command(
     ctx: typer.Context,
-    run_id: str = typer.Argument(..., help="The run."),
+    run_id: str = typer.Argument(..., help="The run (its id or name)."),
     node: str = typer.Option(None, "--node", "-n", help=NODE_HELP + " Default: every node that is up."),
 ) -> None:
-    """Run the command after `--` on every node of the run that is up (or one), in the node's directory,
-    through the provider's node agent; each line of output prefixed by its node. Exits with the first
-    non-zero exit code (a signal N: 128+N), else 0; nodes not up are listed on stderr."""
-    from geotrain.app.nodes import exec_on_nodes, first_failure
+    """Run a command on every node of the run that is up (or one), as `sky exec` does: a shell string
+    (`geotrain exec RUN 'nvidia-smi; ls'`), a task file's run (`geotrain exec RUN task.yaml`, no setup), or
+    the argv after `--`; in ~/sky_workdir when the run's task has a workdir, with the task's SKYPILOT_*
+    variables and envs; through the provider's node agent; each line of output prefixed by its node. Exits
+    with the first non-zero exit code (a signal N: 128+N), else 0; nodes not up are listed on stderr."""
+    from geotrain.app.nodes import exec_argv, exec_on_nodes, first_failure
 
     def skipped(node_id: str, why: str) -> None:
         typer.echo(f"{node_id}: {why}; skipped", err=True)
 
-    results = exec_on_nodes(run_id, node, list(ctx.args), emit=_Prefixer(), skipped=skipped)
+    argv, envs = exec_argv(list(ctx.args))
+    results = exec_on_nodes(run_id, node, argv, emit=_Prefixer(), skipped=skipped, envs=envs)
     code = first_failure(results)
     if code:
         failed = ", ".join(f"{r.node_id} exited {r.exit_code}" for r in results if r.exit_code)

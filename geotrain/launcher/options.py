@@ -40,6 +40,7 @@ class LaunchOptions:
     control_address: str | None = None  # where remote nodes reach the launcher (default: its outbound address)
     instance_roles: tuple[str, ...] = ()  # identities the cloud nodes get (geotrain.providers.identity)
     images: tuple[str, ...] = ()  # boot images instead of the task's or the providers' (geotrain.providers.bootimage)
+    name: str | None = None  # the run's name (SkyPilot's cluster name, ``launch -c``): other commands take it for the id
 
     def to_dict(self) -> dict:
         data = asdict(self)
