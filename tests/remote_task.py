@@ -199,3 +199,46 @@ def faithful_cloud(mount_at: str) -> Iterator[tuple]:
             yield world, hv, share
         finally:
             hv.close()
+
+
+FAILING_SETUP = '''
+name: broken
+num_nodes: 2
+resources:
+RESOURCES
+setup: |
+  echo "installing on $(hostname)"
+  echo "ERROR: no matching distribution found for torchh" >&2
+  exit 9
+run: echo "run must not start"
+'''
+
+
+def launch_failing_setup(root: Path, resources: str, env: dict[str, str], plan_args: list[str],
+                         launch_args: list[str], timeout_s: float = 300,
+                         geotrain: tuple[str, ...] = (GEOTRAIN,)) -> tuple[subprocess.CompletedProcess, float]:
+    """Plan and launch a two-node task whose setup fails (exit 9); the launch's result and how long it took."""
+    work = root / "broken"
+    work.mkdir()
+    (work / "task.yaml").write_text(FAILING_SETUP.replace(
+        "RESOURCES", textwrap.indent(textwrap.dedent(resources).strip(), "  ")))
+    planned = subprocess.run([GEOTRAIN, "plan", "task.yaml", "-o", "plan.json", *plan_args], cwd=work, env=env,
+                             capture_output=True, text=True, timeout=300)
+    assert planned.returncode == 0, planned.stderr
+    started = time.monotonic()
+    done = subprocess.run([*geotrain, "launch", "plan.json", "--yes", *launch_args], cwd=work, env=env,
+                          capture_output=True, text=True, timeout=timeout_s, stdin=subprocess.DEVNULL)
+    return done, time.monotonic() - started
+
+
+def check_setup_failed(done: subprocess.CompletedProcess) -> str:
+    """The launch ended at the first failed setup: exit 5, naming setup and its exit code, with the setup's
+    last lines; the setup's output streamed by launch; run never started; no second generation."""
+    said = done.stdout + done.stderr
+    assert done.returncode == 5, said[-4000:]
+    assert "the task's setup failed on node" in said and "(exit 9)" in said, said[-4000:]
+    assert "no matching distribution found for torchh" in said and "installing on " in said, said[-4000:]
+    assert "run must not start" not in said
+    run_id = Ledger().runs()[-1].run_id
+    assert len(Ledger().events(run_id, kinds=(EventKind.GENERATION_STARTED,))) == 1
+    return run_id

@@ -29,7 +29,9 @@ from geotrain.ledger import EventKind, Ledger
 from tests.fakes import hosts as H
 from tests.fakes.aws import FakeAws
 from tests.fakes.cloudhosts import HostHypervisor
-from tests.remote_task import check_resumed_and_done, faithful_cloud, plan_and_launch, user_folder
+from tests.remote_task import (
+    check_resumed_and_done, check_setup_failed, faithful_cloud, launch_failing_setup, plan_and_launch, user_folder,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -80,3 +82,22 @@ def test_a_task_trains_on_spot_vms_behind_their_firewall_and_survives_a_reclaim(
         assert set(states) <= {"terminated", "shutting-down"}, states  # nothing left running
         regions |= {region} if states else set()
     assert regions == {"us-east-1", "us-west-2"}  # the run had nodes in both
+
+
+def test_a_failed_setup_ends_the_run_at_once_with_exit_5_and_no_vm_left(cloud, tmp_path: Path) -> None:
+    world, hv, aws, share = cloud
+    env = {**os.environ, "AWS_ENDPOINT_URL": aws.endpoint_url, "AWS_ACCESS_KEY_ID": "testing",
+           "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
+    env.pop("COLUMNS", None)
+    done, took = launch_failing_setup(tmp_path, "infra: aws\naccelerators: T4:1\nuse_spot: true\n", env,
+                                      ["--nodes", TWO_REGIONS], ["--provider", "aws", "--checkpoint-url",
+                                                                 f"file://{EFS}/checkpoints", "--control-address",
+                                                                 world.launcher_public])
+    print(f"\nlaunch to exit 5 (boot, ship, failed setup, release): {took:.1f} s")
+    run_id = check_setup_failed(done)
+    for region in ("us-east-1", "us-west-2"):
+        ec2 = boto3.client("ec2", region_name=region, endpoint_url=aws.endpoint_url, aws_access_key_id="testing",
+                           aws_secret_access_key="testing", config=Config(retries={"max_attempts": 1}))
+        states = [i["State"]["Name"] for r in ec2.describe_instances(Filters=[
+            {"Name": "tag:geotrain-run", "Values": [run_id]}])["Reservations"] for i in r["Instances"]]
+        assert set(states) <= {"terminated", "shutting-down"}, states

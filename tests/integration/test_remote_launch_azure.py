@@ -34,7 +34,9 @@ from geotrain.ledger import EventKind, Ledger  # noqa: E402
 from tests.fakes import hosts as H  # noqa: E402
 from tests.fakes.azure_vms import AzureVmFake  # noqa: E402
 from tests.fakes.cloudhosts import HostHypervisor  # noqa: E402
-from tests.remote_task import check_resumed_and_done, faithful_cloud, plan_and_launch, user_folder  # noqa: E402
+from tests.remote_task import (  # noqa: E402
+    check_resumed_and_done, check_setup_failed, faithful_cloud, launch_failing_setup, plan_and_launch, user_folder,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -97,4 +99,20 @@ def test_a_task_trains_on_spot_vms_behind_their_nsg_and_survives_an_eviction(clo
     assert azure.evictions == [launched.first_nodes[1]]
     assert "preemption notice, checkpointed step" in launched.logs()
     assert [vm["name"] for vm in azure.vms()] == [], "VMs left"  # nothing left running
+    assert hv.running() == [], hv.running()
+
+
+def test_a_failed_setup_ends_the_run_at_once_with_exit_5_and_no_vm_left(cloud, tmp_path: Path) -> None:
+    world, hv, azure, share = cloud
+    env = {**os.environ, "GEOTRAIN_TEST_ARM_URL": azure.url,
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+    env.pop("COLUMNS", None)
+    done, took = launch_failing_setup(tmp_path, "infra: azure\naccelerators: T4:1\nuse_spot: true\n", env,
+                                      ["--nodes", TWO_REGIONS], ["--provider", "azure", "--checkpoint-url",
+                                                                 f"file://{SHARE}/checkpoints", "--control-address",
+                                                                 world.launcher_public],
+                                      geotrain=(sys.executable, "-c", LAUNCH))
+    print(f"\nlaunch to exit 5 (boot, ship, failed setup, release): {took:.1f} s")
+    check_setup_failed(done)
+    assert [vm["name"] for vm in azure.vms()] == [], "VMs left"
     assert hv.running() == [], hv.running()

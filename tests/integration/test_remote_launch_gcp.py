@@ -26,7 +26,9 @@ from geotrain.ledger import EventKind, Ledger
 from tests.fakes import hosts as H
 from tests.fakes.cloudhosts import HostHypervisor
 from tests.fakes.gcp import PROJECT, GcpComputeFake
-from tests.remote_task import check_resumed_and_done, faithful_cloud, plan_and_launch, user_folder
+from tests.remote_task import (
+    check_resumed_and_done, check_setup_failed, faithful_cloud, launch_failing_setup, plan_and_launch, user_folder,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -70,4 +72,18 @@ def test_a_task_trains_on_spot_vms_behind_their_firewall_and_survives_a_preempti
     assert "preemption notice, checkpointed step" in launched.logs()
     assert not [i["name"] for i in gcp.live_instances()
                 if i["labels"].get("geotrain-run") == launched.run_id], "nothing left running"
+    assert not hv.running(), hv.running()
+
+
+def test_a_failed_setup_ends_the_run_at_once_with_exit_5_and_no_vm_left(cloud, tmp_path: Path) -> None:
+    world, hv, gcp, share = cloud
+    env = {**os.environ, "GEOTRAIN_GCP_ENDPOINT": gcp.url, "GOOGLE_CLOUD_PROJECT": PROJECT}
+    env.pop("COLUMNS", None)
+    done, took = launch_failing_setup(tmp_path, "infra: gcp\naccelerators: T4:1\nuse_spot: true\n", env,
+                                      ["--nodes", TWO_REGIONS], ["--provider", "gcp", "--checkpoint-url",
+                                                                 f"file://{SHARE}/checkpoints", "--control-address",
+                                                                 world.launcher_public])
+    print(f"\nlaunch to exit 5 (boot, ship, failed setup, release): {took:.1f} s")
+    run_id = check_setup_failed(done)
+    assert not [i["name"] for i in gcp.live_instances() if i["labels"].get("geotrain-run") == run_id]
     assert not hv.running(), hv.running()

@@ -22,7 +22,9 @@ from pathlib import Path
 import pytest
 
 from tests.fakes import hosts as H
-from tests.remote_task import check_resumed_and_done, plan_and_launch, shared_folder, user_folder
+from tests.remote_task import (
+    check_resumed_and_done, check_setup_failed, launch_failing_setup, plan_and_launch, shared_folder, user_folder,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -104,3 +106,17 @@ def test_a_task_trains_on_machines_that_share_nothing_with_the_launcher_and_surv
             continue
         listed = host.run("ls -d ~/.geotrain-node/venv-*", cwd="/")
         assert listed.stdout.split(), (host.name, listed.stderr)
+
+
+def test_a_failed_setup_ends_the_run_at_once_with_exit_5_and_frees_the_machines(
+        lab: tuple[H.World, list[H.Host], Path], tmp_path: Path) -> None:
+    world, hosts, share = lab
+    env, work = _user_side(tmp_path, hosts)
+    done, took = launch_failing_setup(work, "infra: onprem/lab\n", env, ["--onprem", str(work / "sites.yaml")],
+                                      ["--provider", "onprem", "--checkpoint-url", f"file://{SHARE}/checkpoints"])
+    print(f"\nlaunch to exit 5 (ship, failed setup, release): {took:.1f} s")
+    run_id = check_setup_failed(done)
+    from geotrain.providers.onprem import OnPremProvider
+
+    provider = OnPremProvider.from_environment()
+    assert all(n.state.value != "running" for n in provider.list(run_id))  # every machine given back
