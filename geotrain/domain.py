@@ -551,13 +551,15 @@ class BaselineKind(StrEnum):
 
     SINGLE_ZONE = "single-zone"  # n nodes of one offer in one zone (or one region-wide offer)
     SINGLE_REGION = "single-region"  # n nodes of one instance type and market, over the zones of one region
-    CHEAPEST_IDENTICAL = "cheapest-identical"  # SkyPilot's rule: the cheapest offer that holds n identical nodes
+    # SkyPilot's optimizer: n nodes of one accelerator type, the cheapest offer that holds them all, on-demand
+    # unless the job asks for spot only
+    CHEAPEST_IDENTICAL = "cheapest-identical"
 
 
 BASELINE_WORDS = {
     BaselineKind.SINGLE_ZONE: "best single-zone homogeneous",
     BaselineKind.SINGLE_REGION: "best single-region homogeneous",
-    BaselineKind.CHEAPEST_IDENTICAL: "cheapest n identical nodes (SkyPilot's rule)",
+    BaselineKind.CHEAPEST_IDENTICAL: "SkyPilot's pick",
 }
 
 

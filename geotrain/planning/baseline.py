@@ -3,8 +3,9 @@
 - *single-zone homogeneous*: n nodes of one offer (one zone, or one region-wide offer);
 - *single-region homogeneous*: n nodes of one instance type and market over the zones of one region,
   the cheapest zones filled first;
-- *cheapest identical* (SkyPilot's rule): for n nodes, the offer with the lowest price per node that
-  can hold all n; the smallest such n that meets the goal.
+- *SkyPilot's pick*: what SkyPilot's optimizer buys for ``accelerators: X:k`` and ``num_nodes: n``: the
+  cheapest offer per hour of that accelerator type that holds all n, on-demand unless the job asks for spot
+  only (``skypilot_market``); for each type the smallest n that meets the goal, and the best type.
 
 Options are scanned with the solver's model (fast); the best few of each kind are evaluated with the
 perf model, like the plan itself, and the best by the perf model that meets the job's goal is the
@@ -17,7 +18,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, replace
 
-from geotrain.domain import BASELINE_WORDS, Baseline, BaselineKind, NodeGroup, Objective
+from geotrain.domain import BASELINE_WORDS, Baseline, BaselineKind, Market, NodeGroup, Objective
 from geotrain.planning.planner import PlanningContext, estimate_of, keeps_the_goal, objective_score, totals_of
 from geotrain.solver import semantics
 
@@ -89,15 +90,24 @@ def _options(ctx: PlanningContext) -> dict[BaselineKind, list[_Option]]:
                 out[BaselineKind.SINGLE_ZONE].append(option)
             if enough(option):
                 break
-    for n in range(1, min(top, zone_limit) + 1):
-        holding = [(cands[i].price_usd_per_hour, -cands[i].rate, cands[i].key, i) for i in allowed
-                   if cands[i].capacity >= n and cands[i].minimum <= n]
-        if not holding:
-            break
-        option = scan([min(holding)[3]], n)
-        out[BaselineKind.CHEAPEST_IDENTICAL].append(option)
-        if enough(option):
-            break
+    # SkyPilot's pick: the user names one accelerator type (model and count per node) and num_nodes n; its
+    # optimizer takes the cheapest offer per hour of that type that holds all n, on-demand unless use_spot
+    market = skypilot_market(ctx)
+    by_type: dict[tuple, list[int]] = defaultdict(list)
+    for i in allowed:
+        shape = ctx.candidates.offers[cands[i].key].shape
+        if cands[i].market == market:
+            by_type[(shape.accelerator, shape.accelerator_count)].append(i)
+    for indices in by_type.values():
+        for n in range(1, min(top, zone_limit) + 1):
+            holding = [(cands[i].price_usd_per_hour, -cands[i].rate, cands[i].key, i) for i in indices
+                       if cands[i].capacity >= n and cands[i].minimum <= n]
+            if not holding:
+                break
+            option = scan([min(holding)[3]], n)
+            out[BaselineKind.CHEAPEST_IDENTICAL].append(option)
+            if enough(option):
+                break
     groups: dict[tuple, list[int]] = defaultdict(list)
     for i in allowed:
         c = cands[i]
@@ -114,6 +124,14 @@ def _options(ctx: PlanningContext) -> dict[BaselineKind, list[_Option]]:
     return out
 
 
+
+
+def skypilot_market(ctx: PlanningContext) -> str:
+    """The market SkyPilot's optimizer buys for the job: spot where the job asks for spot only (``--spot-only``,
+    or every resource choice of its task says ``use_spot: true``), else on-demand (SkyPilot's default)."""
+    c = ctx.job.constraints
+    spot = c.spot_only or (bool(c.resources) and all(r.market == Market.SPOT for r in c.resources))
+    return Market.SPOT.value if spot else Market.ON_DEMAND.value
 
 
 def _best(ctx: PlanningContext, options: list[_Option | None]) -> Baseline | None:
@@ -142,4 +160,8 @@ def _why_none(ctx: PlanningContext, kind: BaselineKind) -> str:
     job = ctx.job
     goal = (f"reaches {job.target_samples_per_s:,.0f} samples/s" if job.objective is Objective.MIN_COST
             else "meets the job's limits")
+    if kind is BaselineKind.CHEAPEST_IDENTICAL:
+        return (f"no {BASELINE_WORDS[kind]} ({skypilot_market(ctx).replace('_', '-')}: n nodes of one accelerator "
+                f"type, the cheapest offer that holds them all) {goal} within the limits "
+                f"(≤ {ctx.problem.node_cap} nodes)")
     return f"no {BASELINE_WORDS[kind]} choice {goal} within the limits (≤ {ctx.problem.node_cap} nodes)"
