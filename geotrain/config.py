@@ -259,6 +259,7 @@ def _task(fields: Fields | None, base_dir: Path) -> TaskRun | None:
         file_mounts=() if mounts is None else tuple(
             (str(k), _mount_source(mounts.text(k), base_dir)) for k in mounts.keys()
             if not isinstance(mounts.value_or_none(k), Mapping)),
+        container=fields.text("container", None),
         storage_mounts_to_mount=() if mounts is None else tuple(
             (str(k), str(v.get("source")), str(v.get("mode"))) for k in mounts.keys()
             if isinstance(v := mounts.value_or_none(k), Mapping)),
@@ -411,7 +412,7 @@ def job_to_mapping(job: JobSpec) -> dict:
         },
         "task": None if job.task is None else {k: v for k, v in {
             "run": job.task.run, "setup": job.task.setup, "workdir": job.task.workdir,
-            "envs": dict(job.task.envs) or None,
+            "envs": dict(job.task.envs) or None, "container": job.task.container,
             "file_mounts": {**dict(job.task.file_mounts), **{d: {"source": b, "mode": m} for d, b, m in
                                                              job.task.storage_mounts_to_mount}} or None,
         }.items() if v is not None},

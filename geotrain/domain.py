@@ -445,6 +445,7 @@ class TaskRun:
     envs: tuple[tuple[str, str], ...] = ()
     file_mounts: tuple[tuple[str, str], ...] = ()  # a source is a local path, or a storage URL (s3://, gs://, …)
     storage_mounts_to_mount: tuple[tuple[str, str, str], ...] = ()  # (destination, bucket, MOUNT | MOUNT_CACHED)
+    container: str | None = None  # a task's ``docker:`` image_id: planned, refused by launch (no container runtime)
 
     @property
     def local_mounts(self) -> tuple[tuple[str, str], ...]:

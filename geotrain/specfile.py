@@ -128,8 +128,8 @@ def parse_yaml(text: str, path: Path | str, error: type[InputError]) -> Any:
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         if "found another document" in str(problem):  # several documents: a SkyPilot pipeline (managed jobs)
-            raise error(f"{path}: several YAML documents (a SkyPilot pipeline of tasks, line {mark.line + 1}); "
-                        "geotrain plans and launches one task: give each task as its own file") from exc
+            raise error(f"{path}: several YAML documents (a SkyPilot pipeline of tasks, line {mark.line + 1}) "
+                        "where one is read; plan and launch read a pipeline as it is") from exc
         raise error(f"{path}: not valid YAML{where}: {problem}") from exc
     except RecursionError as exc:
         raise error(f"{path}: lists and mappings nest more than {MAX_DEPTH} deep") from exc
@@ -148,6 +148,25 @@ def parse_json(text: str, path: Path | str, error: type[InputError]) -> Any:
         raise error(f"{path}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from exc
     except RecursionError as exc:
         raise error(f"{path}: lists and objects nest more than {MAX_DEPTH} deep") from exc
+
+
+def load_yaml_documents(path: Path, error: type[InputError]) -> list[Any]:
+    """Every YAML document of a file (``---`` between them): a SkyPilot pipeline is several tasks."""
+    import yaml
+
+    text = read_text(path, error)
+    if _too_deep(text, "[{", "]}"):
+        raise error(f"{path}: lists and mappings nest more than {MAX_DEPTH} deep")
+    try:
+        docs = list(yaml.load_all(text, Loader=_loader()))  # noqa: S506 - a SafeLoader subclass
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise error(f"{path}: not valid YAML{where}: {problem}") from exc
+    except RecursionError as exc:
+        raise error(f"{path}: lists and mappings nest more than {MAX_DEPTH} deep") from exc
+    return [check_depth(d, str(path), error) for d in docs if d is not None]
 
 
 def load_yaml_mapping(path: Path, error: type[InputError]) -> Mapping[str, Any]:

@@ -6,14 +6,15 @@
     num_nodes: 2                      # exactly this many nodes (a pinned shape)
     resources:
       accelerators: A100:8            # or {A100: 8, H100: 8}, or [A100:8, H100:8]: any of them
-      use_spot: true                  # true: spot only; false: on-demand only; absent: the plan chooses
+      use_spot: true                  # true: spot only; false or absent: on-demand (with workload: the plan chooses)
       infra: aws/us-east-1            # or cloud: aws, region: us-east-1, zone: use1-az4
       cpus: 8+                        # 8: exactly 8; 8+: at least 8 (memory likewise, in GiB)
       instance_type: p4d.24xlarge
       any_of: [{infra: gcp}, {infra: aws}]    # or ordered: the candidate set (the plan picks by its objective)
+      disk_size: 256                  # the boot disk, GiB; disk_tier: low | medium | high | ultra | best
     workdir: .                        # copied to each node (~/sky_workdir there); setup and run start in it
-    file_mounts: {~/data: ./data}     # local files copied to each node
-    envs: {EPOCHS: 3}
+    file_mounts: {~/data: ./data, ~/ckpt: s3://bucket/ckpt}   # local files, and storage in COPY mode
+    envs: {EPOCHS: 3, HF_TOKEN: null}  # null: given with --env HF_TOKEN[=VALUE] (secrets likewise)
     setup: pip install -r requirements.txt    # once per node
     run: torchrun --nnodes=$SKYPILOT_NUM_NODES --node_rank=$SKYPILOT_NODE_RANK ... main.py
 
@@ -24,8 +25,12 @@ and geotrain's own fields beside them, which extend it: ``workload``, ``target_s
 (``num_nodes``, default 1, as SkyPilot's), the cheapest offers that match; with one, the perf model
 chooses, and ``num_nodes`` (when given) pins the node count.
 
-What geotrain does not do is refused by name, never ignored: e.g. ``service`` (serving),
-``resources.ports``, ``file_mounts`` from cloud storage, a ``docker:`` image.
+Without ``accelerators`` or ``instance_type``, a task without ``workload`` gets SkyPilot's default CPU VM
+(``cpus`` 8+, 4 GiB per vCPU). Fields geotrain reads its own way (``job_recovery``, ``autostop``, ``ports``, …)
+are accepted and said in the plan (``JobSpec.notes``). A pipeline (several documents) is its tasks in order
+(``pipeline_tasks``). Planned but refused by launch before anything is bought: storage ``MOUNT`` /
+``MOUNT_CACHED`` and a ``docker:`` image. What geotrain does not do at all is refused by name, never
+ignored: e.g. ``service`` (serving), ``volumes``, TPU runtime arguments, a bucket to create.
 
 ``resources.image_id`` (SkyPilot's) is the nodes' boot image, its cloud told by its form: an AMI
 (``ami-…``: AWS, which exists in one region, so give ``region`` too, or per region:
@@ -103,6 +108,27 @@ def foreign_format(data: Mapping[str, Any]) -> str | None:
     return None
 
 
+def pipeline_tasks(docs: list[Any], origin: str) -> list[tuple[str, dict[str, Any]]]:
+    """A SkyPilot pipeline (several YAML documents: an optional header with the pipeline's ``name``, then
+    one task each) → (name, task) per task, in order; each task is named ``<pipeline>-<i>`` unless it names
+    itself. A document that is not a task is refused by name."""
+    header: Mapping[str, Any] = {}
+    if docs and isinstance(docs[0], Mapping) and not is_task(docs[0]):
+        header, docs = docs[0], docs[1:]
+    pipeline = str(header.get("name") or Path(origin).stem)
+    out = []
+    for i, doc in enumerate(docs, start=1):
+        if not isinstance(doc, Mapping) or not is_task(doc):
+            raise JobSpecError(f"{origin}: document {i + bool(header)} of the pipeline is not a task (it has none "
+                               "of run, setup, resources, num_nodes, workdir, envs, file_mounts)")
+        task = dict(doc)
+        task.setdefault("name", f"{pipeline}-{i}")
+        out.append((str(task["name"]), task))
+    if not out:
+        raise JobSpecError(f"{origin}: a pipeline without tasks")
+    return out
+
+
 def is_task(data: Mapping[str, Any]) -> bool:
     """Whether a YAML mapping is a SkyPilot task (it has one of the task's own keys)."""
     return any(key in data for key in TASK_KEYS)
@@ -128,7 +154,8 @@ def task_to_job(data: Mapping[str, Any], origin: str) -> dict[str, Any]:
                                "with a model section and --rates), or leave the goal out to plan on price alone")
     constraints = dict(_mapping(job.get("constraints") or {}, f"{origin}: constraints"))
     notes: list[str] = []
-    resources = _resources(data.get("resources"), origin, notes, modelled=job["workload"] != UNMODELLED_WORKLOAD)
+    raw, container = _without_containers(data.get("resources"))
+    resources = _resources(raw, origin, notes, modelled=job["workload"] != UNMODELLED_WORKLOAD)
     if resources:
         if "resources" in constraints:
             raise JobSpecError(f"{origin}: constraints.resources: give the resources once, in SkyPilot's "
@@ -161,6 +188,8 @@ def task_to_job(data: Mapping[str, Any], origin: str) -> dict[str, Any]:
     if mounts is not None:
         task["file_mounts"] = {str(dest): _mount_source(dest, source, f"{origin}: file_mounts.{dest}")
                                for dest, source in _mapping(mounts, f"{origin}: file_mounts").items()}
+    if container is not None:
+        task["container"] = container
     if task:
         job["task"] = task
     if notes:
@@ -169,6 +198,28 @@ def task_to_job(data: Mapping[str, Any], origin: str) -> dict[str, Any]:
 
 
 MOUNT_MODES = ("COPY", "MOUNT", "MOUNT_CACHED")
+
+
+def _without_containers(value: Any) -> tuple[Any, str | None]:
+    """``resources`` without its ``docker:`` images (SkyPilot runs the task in that container), and the
+    container image: planned as any task, and refused by launch before anything is bought."""
+    if not isinstance(value, Mapping):
+        return value, None
+    found: list[str] = []
+
+    def strip(fields: Mapping[str, Any]) -> dict[str, Any]:
+        out = dict(fields)
+        image = out.get("image_id")
+        if isinstance(image, str) and image.strip().startswith("docker:"):
+            found.append(image.strip())
+            del out["image_id"]
+        return out
+
+    out = strip(value)
+    for key in ("any_of", "ordered"):
+        if isinstance(out.get(key), list):
+            out[key] = [strip(item) if isinstance(item, Mapping) else item for item in out[key]]
+    return out, (found[0] if found else None)
 
 
 def _mount_source(dest: Any, source: Any, where: str) -> str | dict[str, str]:
@@ -329,9 +380,6 @@ def _images(value: Any, one: dict[str, Any], where: str, notes: list[str]) -> li
             notes.append(f"{where}: {text!r} is SkyPilot's own image; the nodes boot each cloud's deep-learning image "
                          "(give an image id of the cloud to choose another)")
             continue
-        if text.startswith("docker:"):
-            raise JobSpecError(f"{where}: {text!r}: docker images are not supported (geotrain runs the task on the "
-                               "VM's own image); install what it needs in setup")
         cloud = image_cloud(text)
         if cloud is None:
             raise JobSpecError(f"{where}: {text!r} is not {IMAGE_FORMS}")

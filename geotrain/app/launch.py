@@ -142,15 +142,18 @@ def is_spec(path: Path) -> bool:
     return path.suffix.lower() in (".yaml", ".yml")
 
 
-def plan_of(path: Path, *, provider_name: str | None = None, envs: dict[str, str] | None = None) -> Plan:
+def plan_of(path: Path, *, provider_name: str | None = None, envs: dict[str, str] | None = None,
+            document: dict | None = None) -> Plan:
     """The plan to launch: a plan file as it is, or a task file / job spec planned now (for the local
-    provider's nodes when the launch is local, as ``plan --provider local`` predicts them)."""
+    provider's nodes when the launch is local, as ``plan --provider local`` predicts them); ``document``: one
+    task of a pipeline file."""
     if not is_spec(path):
         return load_plan(path)
     from geotrain.app.plan import PlanRequest, run_plan
 
     local = parse_names(provider_name or LOCAL_PROVIDER) == (LOCAL_PROVIDER,)
-    return run_plan(PlanRequest(spec=path, provider=LOCAL_PROVIDER if local else None, envs=dict(envs or {})))
+    return run_plan(PlanRequest(spec=path, provider=LOCAL_PROVIDER if local else None, envs=dict(envs or {}),
+                                document=document))
 
 
 def _plan(plan: Plan | Path) -> Plan:

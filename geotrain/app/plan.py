@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -46,13 +46,17 @@ class PlanRequest:
     allow_below_target: bool = False  # a given mix (--nodes) that misses the goal is planned, with a warning
     progress: Callable[[SearchProgress], None] | None = None  # hears of the search's solves (a progress display)
     envs: dict[str, str] = field(default_factory=dict)  # a task's envs and secrets (--env, --env-file, --secret)
+    document: dict[str, Any] | None = None  # one task of a pipeline file (``spec``), already read
 
 
 def job_mapping(request: PlanRequest) -> tuple[dict[str, Any], str, Path]:
     """The job spec as a mapping: the file's fields, overridden by the flags that were given."""
     if request.spec is not None:
-        data = dict(load_yaml_mapping(request.spec, JobSpecError))
+        data = dict(request.document) if request.document is not None else dict(
+            load_yaml_mapping(request.spec, JobSpecError))
         origin, base = str(request.spec), request.spec.parent
+        if request.document is not None:
+            origin = f"{request.spec} (task {data.get('name')})"
         foreign = foreign_format(data)
         if foreign is not None:
             raise JobSpecError(f"{origin}: {foreign}")
@@ -134,11 +138,28 @@ def run_plan(request: PlanRequest, *, output: Path | None = None, plot: Path | N
     return plan
 
 
+def pipeline_of(path: Path) -> list[tuple[str, dict[str, Any]]] | None:
+    """A SkyPilot pipeline file's tasks (name, task) in order; None for a file of one document."""
+    from geotrain.specfile import load_yaml_documents
+    from geotrain.taskfile import pipeline_tasks
+
+    if path.suffix not in (".yaml", ".yml") or not path.is_file():
+        return None
+    docs = load_yaml_documents(path, JobSpecError)
+    return pipeline_tasks(docs, str(path)) if len(docs) > 1 else None
+
+
+def run_pipeline(request: PlanRequest, tasks: list[tuple[str, dict[str, Any]]]) -> list[Plan]:
+    """Each task of a pipeline planned as a task file of its own, in order (SkyPilot runs them one after
+    the other, each on its own resources)."""
+    return [run_plan(replace(request, document=task)) for _, task in tasks]
+
+
 def plan_record(plan: Plan) -> dict[str, Any]:
     """The plan as ``--json`` prints it: the plan file's JSON, without its ``schema`` field (the
     document's printer adds it: ``geotrain.plan.v1``, :data:`SCHEMA`)."""
     return {k: v for k, v in plan_to_dict(plan).items() if k != "schema"}
 
 
-__all__ = ["PROVIDERS", "SCHEMA", "PlanRequest", "SearchProgress", "advantage", "finishes_at", "plan_record", "run_plan",
-           "savings"]
+__all__ = ["PROVIDERS", "SCHEMA", "PlanRequest", "SearchProgress", "advantage", "finishes_at", "pipeline_of",
+           "plan_record", "run_pipeline", "run_plan", "savings"]

@@ -71,7 +71,7 @@ def launch(
                                                               "process of its own (geotrain logs RUN -f follows it)."),
 ) -> None:
     """Boot the plan's nodes, train on them, survive preemptions. After `--`, a user's torchrun-style command."""
-    from geotrain.errors import EXIT_INTERRUPTED, InputError
+    from geotrain.errors import EXIT_INTERRUPTED, GeotrainError, InputError, RunError
 
     from geotrain.app import launch as app_launch
 
@@ -99,15 +99,30 @@ def launch(
                                skipped=lambda node, why: typer.echo(f"{node}: {why}; skipped", err=True))
             raise typer.Exit(code)
     plan = None
+    pipeline: list = []
     if plan_path is not None and app_launch.is_spec(plan_path):  # a task file: plan it, show it, ask
         if not dry_run:
             _require_train_extra()
         from geotrain.app.plan import task_envs as app_task_envs
 
-        plan = app_launch.plan_of(plan_path, provider_name=provider, envs=app_task_envs(env, env_file, secret))
-        _show_plan(plan, err=as_json)
-        if not dry_run:
+        from geotrain.app.plan import pipeline_of
+
+        tasks = pipeline_of(plan_path)
+        if tasks is not None:  # a SkyPilot pipeline: its tasks, each planned, launched one after the other
+            if detach or dry_run:
+                raise InputError("a pipeline's tasks run one after the other: launch it without --detach and "
+                                 "--dry-run (geotrain plan shows each task's plan)")
+            pipeline = [app_launch.plan_of(plan_path, provider_name=provider, envs=app_task_envs(env, env_file, secret),
+                                           document=task) for _, task in tasks]
+            for i, one in enumerate(pipeline, start=1):
+                console(err=as_json).print(f"[bold]task {i} of {len(pipeline)}: {tasks[i - 1][0]}[/bold]")
+                _show_plan(one, err=as_json)
             _confirm(yes)
+        else:
+            plan = app_launch.plan_of(plan_path, provider_name=provider, envs=app_task_envs(env, env_file, secret))
+            _show_plan(plan, err=as_json)
+            if not dry_run:
+                _confirm(yes)
     if dry_run:
         if plan_path is None:
             raise InputError("--dry-run needs a plan file or task file (and no --resume)")
@@ -142,14 +157,30 @@ def launch(
                             f"`geotrain logs {run_id} -f`, see it with `geotrain status`, end it with "
                             f"`geotrain down {name or run_id}`")
             return
-        streams: list = []
-        try:
-            outcome = app_launch.launch(plan or plan_path, options, provider_name=provider, on_status=show,
-                                        on_start=partial(_started, err=as_json, streams=streams),
-                                        emulate_wan=emulate_wan, on_note=lambda note: console(err=True).print(note))
-        finally:
-            for stop in streams:
-                stop()
+        def launch_one(what):  # noqa: ANN001, ANN202 - a plan or a plan file
+            streams: list = []
+            try:
+                return app_launch.launch(what, options, provider_name=provider, on_status=show,
+                                         on_start=partial(_started, err=as_json, streams=streams),
+                                         emulate_wan=emulate_wan, on_note=lambda note: console(err=True).print(note))
+            finally:
+                for stop in streams:
+                    stop()
+
+        for i, one in enumerate(pipeline[:-1], start=1):  # a pipeline's tasks before its last: each must complete
+            try:
+                done = launch_one(one)
+            except GeotrainError as exc:
+                stopped = RunError(f"the pipeline stops at task {i} of {len(pipeline)} ({one.job.name}): {exc}; the "
+                                   "tasks after it were not launched")
+                stopped.exit_code = exc.exit_code
+                raise stopped from exc
+            console(err=as_json).print(f"task {i} of {len(pipeline)} ({one.job.name}): run {done.run_id} "
+                                       f"{done.status}: {done.reason}")
+            if done.status != "completed":
+                raise RunError(f"the pipeline stops at task {i} of {len(pipeline)} ({one.job.name}): run "
+                               f"{done.run_id} {done.status} ({done.reason}); the tasks after it were not launched")
+        outcome = launch_one(pipeline[-1] if pipeline else (plan or plan_path))
     if as_json:
         print_document("launch", _fields(outcome))
     else:

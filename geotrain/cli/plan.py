@@ -80,7 +80,8 @@ def plan(
     secret: list[str] = typer.Option(None, "--secret", metavar="NAME[=VALUE]", help=SECRET_HELP),
 ) -> None:
     """Choose the cost/throughput-optimal mix of spot, on-demand and on-prem nodes for a job."""
-    from geotrain.app.plan import PlanRequest, plan_record, run_plan
+    from geotrain.app.plan import PlanRequest, pipeline_of, plan_record, run_pipeline, run_plan
+    from geotrain.errors import InputError
     from geotrain.app.plan import task_envs as app_task_envs
     from geotrain.cli.render import checked
 
@@ -114,6 +115,20 @@ def plan(
         egress_file=egress, allow_below_target=allow_below_target,
         envs=app_task_envs(env, env_file, secret),
     )
+    tasks = pipeline_of(spec) if spec is not None else None
+    if tasks is not None:  # a SkyPilot pipeline: each task planned in turn
+        if output is not None or plot is not None or nodes:
+            raise InputError("a pipeline's tasks are planned one by one: -o, --plot and --nodes go with one task "
+                             "(launch the pipeline file itself)")
+        plans = run_pipeline(request, tasks)
+        if as_json:
+            print_document("pipeline", {"name": spec.stem, "plans": [plan_record(p) for p in plans]})
+            return
+        for i, ((name, _), one) in enumerate(zip(tasks, plans, strict=True), start=1):
+            console().print(f"[bold]task {i} of {len(plans)}: {name}[/bold] (a pipeline's tasks run one after "
+                            "the other)")
+            render(one, output=None, plot=None)
+        return
     if as_json or not sys.stderr.isatty():
         outcome = run_plan(request, output=output, plot=plot)
     else:  # a terminal: a live line on stderr while the search runs

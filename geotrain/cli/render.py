@@ -41,6 +41,7 @@ DOCUMENTS: dict[str, DocumentKind] = {
                                           "usd_per_million_samples", "bottleneck")),
     "estimate-error": DocumentKind("estimate --batch", ("line", "error")),
     "plan": DocumentKind("plan", ("plan_id", "items")),
+    "pipeline": DocumentKind("plan (a pipeline file)", ("name", "plans")),
     "launch": DocumentKind("launch", ("run_id", "status", "reason", "steps", "generations", "preemptions",
                                       "restarts", "usd", "wall_s", "checkpoint_url")),
     "launch-dry-run": DocumentKind("launch --dry-run", ("nodes",)),

@@ -84,6 +84,10 @@ def check_task(task: TaskRun, *, shared_host: bool, ships: bool = False) -> None
     provider copies files to its nodes, ``NodeLink``)."""
     if not task.run:
         raise InputError("the task has no run: nothing to train; add run: (the command each node runs)")
+    if task.container:
+        raise InputError(f"image_id: {task.container}: geotrain runs a task on its VMs' own image, not in a "
+                         "container; install what the task needs in setup (or boot an image that has it: image_id "
+                         "of the cloud, or launch --image); nothing was launched")
     for dest, bucket, mode in task.storage_mounts_to_mount:
         raise InputError(f"file_mounts: {dest}: mode {mode} ({bucket}): geotrain does not FUSE-mount storage (a "
                          "mounter on the node image cannot be verified before anything is bought); write mode: COPY "

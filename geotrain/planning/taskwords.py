@@ -17,6 +17,9 @@ def with_task_words(plan: Plan, snapshot: PriceSnapshot) -> Plan:
         for dest, bucket, mode in job.task.storage_mounts_to_mount:
             words.append(f"file_mounts.{dest}: mode {mode} of {bucket}: launch refuses it before buying anything "
                          "(geotrain mounts no storage); write mode: COPY to copy it onto each node before setup")
+        if job.task.container:
+            words.append(f"image_id {job.task.container}: launch refuses it before buying anything (geotrain "
+                         "runs a task on its VMs' own image, not in a container); install what it needs in setup")
         spot = spot_words(plan, snapshot)
         if spot:
             words.append(spot)

@@ -177,3 +177,30 @@ def test_a_failed_setup_ends_the_run_at_once_with_exit_5_naming_setup_and_its_la
     assert len([n for n in logs if n.startswith("gen001")]) == 2 and not [n for n in logs if n.startswith("gen002")]
     assert not processes_of_run(run)  # its nodes released
     assert took < 60, took
+
+
+def test_a_pipeline_plans_each_task_and_launches_them_one_after_the_other(tmp_path):
+    task = tmp_path / "pipeline.yaml"
+    task.write_text(textwrap.dedent("""\
+        name: train-eval
+        ---
+        name: train
+        resources: {accelerators: T4}
+        run: echo "training" > ~/../trained.txt; echo "train done"
+        ---
+        name: eval
+        envs: {SPLIT: test}
+        run: echo "eval on $SPLIT"
+        """))
+    done = launch(task, "--yes")
+    assert done.returncode == 0, done.stdout + done.stderr
+    said = done.stdout + done.stderr
+    assert "task 1 of 2: train" in said and "task 2 of 2: eval" in said
+    assert "train done" in said and "eval on test" in said and said.index("train done") < said.index("eval on test")
+    runs = Ledger(create=False).runs()
+    assert [r.status for r in runs] == ["completed", "completed"]
+    failing = tmp_path / "failing.yaml"
+    failing.write_text("name: p\n---\nrun: exit 4\n---\nrun: echo never\n")
+    stopped = launch(failing, "--yes", "--max-restarts", "0")
+    assert stopped.returncode == 5 and "the pipeline stops at task 1 of 2" in stopped.stderr, stopped.stderr
+    assert "never" not in stopped.stdout + stopped.stderr

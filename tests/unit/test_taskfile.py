@@ -155,6 +155,18 @@ def test_a_storage_mount_is_planned_and_refused_by_launch_before_anything_is_bou
         check_task(job.task, shared_host=True)
 
 
+def test_a_container_image_is_planned_and_refused_by_launch_before_anything_is_bought():
+    from geotrain.errors import InputError
+    from geotrain.launcher.task import check_task
+
+    job = job_of("resources:\n  accelerators: H100:8\n  any_of: [{infra: aws}, {infra: gcp, image_id: "
+                 "'docker:nvcr.io/nvidia/pytorch:25.09-py3'}]\nrun: x")
+    assert job.task.container == "docker:nvcr.io/nvidia/pytorch:25.09-py3"
+    assert all(r.image is None for r in job.constraints.resources) and round_trip(job).task == job.task
+    with pytest.raises(InputError, match="not in a container.*nothing was launched"):
+        check_task(job.task, shared_host=True)
+
+
 def test_skypilot_habits_read_as_skypilot_means_them():
     job = job_of("secrets: {HF_TOKEN: abc}\nenvs: {A: 1}\nresources:\n  ports: 8888\n  accelerators: {A10:1, L4:1}\n"
                  "  any_of: [{infra: aws}, {infra: lambda}, {infra: runpod}]\n  image_id: skypilot:gpu-ubuntu-2004\n"
@@ -179,7 +191,6 @@ def test_a_filter_matches_offers_exactly_as_skypilot_names_them():
 @pytest.mark.parametrize("text, named", [
     ("service: {readiness_probe: /}\nrun: x", "service"),
     ("resources: {accelerator_args: {runtime_version: x}}\nrun: x", "resources.accelerator_args"),
-    ("resources: {image_id: docker:ubuntu}\nrun: x", "resources.image_id"),
     ("resources: {disk_size: 12.5}\nrun: x", "resources.disk_size"),
     ("resources: {any_of: [{infra: aws, priority: 2}]}\nrun: x", "resources.any_of[0].priority"),
     ("resources: {acelerators: T4}\nrun: x", "resources.acelerators"),
