@@ -65,7 +65,7 @@ from tests.fakes.http import LocalServer
 FAKE_TOKEN = "fake-token"
 SUBSCRIPTION_ID = "00000000-0000-0000-0000-00000000fa4e"
 DECOY_FACTORS = {"windows": 1.5, "low_priority": 0.8, "devtest": 0.9, "reservation": 5000.0, "cpu_only": 0.1}
-CPU_ONLY_SIZE = "Standard_D4s_v5"
+CPU_ONLY_SIZE = "Standard_B4ms"  # a burstable size, of a series geotrain does not sell
 ENDPOINTS = ("prices", "skus", "graph", "placement")
 
 

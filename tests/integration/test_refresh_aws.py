@@ -79,8 +79,12 @@ def test_referee_every_served_bundled_row_comes_back_with_its_price(fake, full):
     wrong = [(k, got[k]["price_usd_per_hour"], p) for k, p in expected.items()
              if not math.isclose(got[k]["price_usd_per_hour"], p, rel_tol=1e-6)]
     assert wrong == []
-    assert len(expected) == 1730  # 1743 bundled AWS rows less 13 in Local Zones moto does not have
-    assert {r.zone for r in fake.data.left_out} == {"use1-atl2-az1", "usw2-lax1-az1", "usw2-lax1-az2"}
+    # 2297 bundled AWS rows less 13 in Local Zones moto does not have and 277 regional spot figures of CPU-only
+    # types (AWS prices spot per AZ); the CPU-only types' on-demand rows come back like the GPU ones
+    assert len(expected) == 2007
+    assert {r.zone for r in fake.data.left_out if r.zone} == {"use1-atl2-az1", "usw2-lax1-az1", "usw2-lax1-az2"}
+    assert {(r.market, r.accelerator) for r in fake.data.left_out if not r.zone} == {("spot", "")}
+    assert sum(1 for k in got if got[k]["accelerator"] == "" and got[k]["accelerator_count"] == 0) == 277
 
 
 def test_referee_signals_and_names_match_the_bundled_rows(fake, full):

@@ -113,8 +113,12 @@ def test_refresh_through_the_catalog_replaces_the_bundled_gcp_rows(fake: GcpFake
     assert len(outcome.snapshot) == len(before)  # every refreshed offer replaced the bundled one of its key
     table = outcome.snapshot.table
     mine = table[(table["cloud"] == "gcp") & table["region"].isin(FEW)]
-    assert set(mine["source"]) == {"gcp-cloud-billing-catalog"}
-    assert len(mine) == len(fake.served_rows())
+    gpu = mine[mine["accelerator"].notna() & (mine["accelerator"] != "")]
+    assert set(gpu["source"]) == {"gcp-cloud-billing-catalog"}
+    assert len(gpu) == len(fake.served_rows())
+    # the refresh prices GPU machine types only: the bundled CPU-only rows stay, as they were, with their source
+    cpu = mine[mine["accelerator"].isna() | (mine["accelerator"] == "")]
+    assert len(cpu) > 0 and set(cpu["source"]) == {"anycloud-gcp-2026-05-20"}
 
 
 def test_pagination_reads_every_page(fake: GcpFake) -> None:

@@ -68,8 +68,10 @@ class _Data:
         for region, zones in RegionsAndZonesBackend.zones.items():
             for zone in zones:
                 self.zone_name[(region, zone.zone_id)] = zone.name
-        self.served = [r for r in rows if not r.zone or (r.region, r.zone) in self.zone_name]
-        self.left_out = [r for r in rows if r.zone and (r.region, r.zone) not in self.zone_name]
+        # AWS publishes spot prices per AZ: a region-wide spot row (the bundled CPU-only types' regional figure)
+        # has no AZ to be served in, and zones moto does not have (Local Zones) are left out too
+        self.served = [r for r in rows if (r.region, r.zone) in self.zone_name or (not r.zone and r.market != "spot")]
+        self.left_out = [r for r in rows if r not in self.served]
         self.spot = [r for r in self.served if r.market == "spot"]
         self.on_demand: dict[tuple[str, str], BundledRow] = {}
         for r in self.served:

@@ -31,17 +31,23 @@ def canonical_accelerator(name: str, memory_mib: int | None) -> str:
     return GPU_NAMES.get(name, name.replace(" ", ""))
 
 
+# CPU-only families offered (a task without accelerators runs on one): general purpose, compute and memory
+# optimized, current Intel generations, as in the bundled catalog; bare-metal sizes left out
+CPU_FAMILIES = frozenset({"m5", "m6i", "m7i", "c5", "c6i", "c7i", "r5", "t3"})
+
+
 @dataclass(frozen=True, slots=True)
 class InstanceSpec:
     instance_type: str
     vcpus: float
     memory_gib: float
-    accelerator: str
+    accelerator: str  # "" for a CPU-only type
     accelerator_count: int
 
 
 def instance_spec(record: Mapping[str, Any]) -> InstanceSpec | None:
-    """The spec of one DescribeInstanceTypes record; None for types without a whole accelerator."""
+    """The spec of one DescribeInstanceTypes record: a type with whole accelerators, or a CPU-only type of
+    ``CPU_FAMILIES`` (accelerator "", count 0); None for others."""
     name = record["InstanceType"]
     devices: list[Mapping[str, Any]] = []
     if record.get("GpuInfo"):
@@ -53,6 +59,10 @@ def instance_spec(record: Mapping[str, Any]) -> InstanceSpec | None:
     elif record.get("InferenceAcceleratorInfo"):
         devices = record["InferenceAcceleratorInfo"].get("Accelerators") or []
     if not devices:
+        family, _, size = name.partition(".")
+        if family in CPU_FAMILIES and size != "metal" and not size.startswith("metal-"):
+            return InstanceSpec(name, float(record["VCpuInfo"]["DefaultVCpus"]),
+                                float(record["MemoryInfo"]["SizeInMiB"]) / 1024.0, "", 0)
         return None
     first = devices[0]
     accelerator = canonical_accelerator(first["Name"], (first.get("MemoryInfo") or {}).get("SizeInMiB"))

@@ -196,7 +196,7 @@ class AwsSource:
         specs: dict[str, InstanceSpec] = {}
         for itype in in_region:
             spec = self._specs.get(itype)
-            if spec and (request.accelerators is None or spec.accelerator in request.accelerators):
+            if spec and (request.accelerators is None or (spec.accelerator or "CPU") in request.accelerators):
                 specs[itype] = spec
         if not specs:
             return []

@@ -1,4 +1,5 @@
-"""Azure's GPU VM series: which accelerator an ARM VM size carries, by its series."""
+"""Azure's VM series geotrain sells: which accelerator an ARM VM size carries, by its series ("" for the
+CPU-only series a task without accelerators runs on)."""
 
 from __future__ import annotations
 
@@ -6,8 +7,8 @@ import re
 
 # VM series -> accelerator, derived from the bundled Azure rows of geotrain/pricing/data/offers.csv
 # (instance_type -> accelerator there; names are geotrain's canonical ones). Each pattern is matched
-# against the whole ARM size name. Sizes of other series (CPU-only, unnamed or fractional GPUs) are
-# left out, as the bundled data leaves them out.
+# against the whole ARM size name. Sizes of other series (unnamed or fractional GPUs, other CPU series)
+# are left out, as the bundled data leaves them out.
 ACCELERATOR_BY_SERIES: tuple[tuple[str, str, str], ...] = (
     # (series, size-name pattern, accelerator)
     ("NCasT4_v3", r"Standard_NC\d+as_T4_v3", "T4"),
@@ -23,9 +24,16 @@ ACCELERATOR_BY_SERIES: tuple[tuple[str, str, str], ...] = (
     ("NDisrH200_v5", r"Standard_ND\d+isr_H200_v5", "H200"),
     ("NDisrMI300X_v5", r"Standard_ND\d+isr_MI300X_v5", "MI300X"),
     ("NVv3", r"Standard_NV\d+s_v3", "M60"),
-    ("NVasv4", r"Standard_NV\d+as_v4", "MI25"),
+    # NV4/8/16as_v4 are 1/8, 1/4 and 1/2 of an MI25 (Microsoft's NVv4 table): fractional, left out
+    ("NVasv4", r"Standard_NV32as_v4", "MI25"),
     # NV6/12/18ads_A10_v5 are 1/6, 1/3 and 1/2 of an A10: fractional, left out as in the bundled data
     ("NVadsA10_v5", r"Standard_NV(?:36|72)adm?s_A10_v5", "A10"),
+    # CPU-only: general purpose (D), memory (E) and compute (F) series of the bundled catalog
+    ("Dsv3", r"Standard_D\d+s_v3", ""),
+    ("Dsv5", r"Standard_D\d+s_v5", ""),
+    ("Dasv5", r"Standard_D\d+as_v5", ""),
+    ("Esv5", r"Standard_E\d+s_v5", ""),
+    ("Fsv2", r"Standard_F\d+s_v2", ""),
 )
 _SERIES = tuple((series, re.compile(pattern, re.IGNORECASE), accelerator)
                 for series, pattern, accelerator in ACCELERATOR_BY_SERIES)

@@ -40,7 +40,8 @@ def list_skus(client: Any, calls: Counter[str], call_options: Mapping[str, Any])
 
 def specs_of(skus: Iterable[Any], asked: frozenset[str] | None, accelerators: frozenset[str] | None,
              signals: Counter[str]) -> dict[tuple[str, str], Spec]:
-    """(region, size) -> spec for the mapped GPU sizes the subscription may use there."""
+    """(region, size) -> spec for the mapped sizes (GPU, and CPU-only: accelerator "") the subscription may use
+    there."""
     specs: dict[tuple[str, str], Spec] = {}
     seen: set[tuple[str, str]] = set()
     for sku in skus:
@@ -48,17 +49,17 @@ def specs_of(skus: Iterable[Any], asked: frozenset[str] | None, accelerators: fr
             continue
         name = sku.name or ""
         accelerator = accelerator_of(name)
-        if accelerator is None or (accelerators is not None and accelerator not in accelerators):
+        if accelerator is None or (accelerators is not None and (accelerator or "CPU") not in accelerators):
             continue
         capabilities = {(c.name or ""): (c.value or "") for c in (sku.capabilities or [])}
         try:
             vcpus = float(capabilities["vCPUs"])
             memory_gib = float(capabilities["MemoryGB"])
-            count = int(float(capabilities["GPUs"]))
+            count = int(float(capabilities["GPUs"])) if accelerator else 0  # a CPU-only series has no GPUs
         except (KeyError, ValueError):
             signals["sizes_without_specs"] += 1
             continue
-        if count <= 0:
+        if accelerator and count <= 0:
             signals["sizes_without_specs"] += 1
             continue
         zones_of = {(li.location or "").lower(): set(li.zones or []) for li in (sku.location_info or [])}
