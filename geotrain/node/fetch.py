@@ -32,9 +32,12 @@ def destination(home: Path, dest: str) -> Path:
 
 def copy_one(url: str, target: Path) -> None:
     """Copy ``url`` (an object or a prefix) to ``target`` through fsspec."""
-    import fsspec
-
     scheme = url.split("://", 1)[0]
+    try:
+        import fsspec
+    except ImportError:
+        raise RuntimeError(f"fsspec is not installed in this node's Python ({sys.executable}); install fsspec and "
+                           f"{_PACKAGES.get(scheme, 'its filesystem')} on the node image, or copy it in setup") from None
     try:
         fs, path = fsspec.core.url_to_fs(url)
     except (ImportError, ValueError) as exc:
