@@ -24,7 +24,7 @@ class _Prefixer:
 
 
 def logs(
-    run_id: str = typer.Argument(None, help="A run id (default: the latest run)."),
+    run_id: str = typer.Argument(None, help="A run id or name (default: the latest run)."),
     node: str = typer.Option(None, "--node", "-n", help=NODE_HELP),
     follow: bool = typer.Option(False, "--follow", "-f", help="Keep printing new lines until the run ends "
                                                               "(Ctrl-C stops, exit 130)."),
@@ -62,7 +62,7 @@ def exec_command(
 
 def ssh(
     ctx: typer.Context,
-    run_id: str = typer.Argument(..., help="The run."),
+    run_id: str = typer.Argument(..., help="The run (its id or name)."),
     node: str = typer.Argument(..., help=NODE_HELP),
 ) -> None:
     """A shell on a node of the run, or the command after `--` run by it (joined by spaces, as ssh does).
