@@ -36,6 +36,7 @@ for step in range(10**9):
 """
 
 
+CORPUS = Path(__file__).resolve().parents[1] / "data" / "skypilot_tasks"
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
@@ -190,6 +191,8 @@ CASES: dict[str, Case] = {
     "plan": Case(lambda r: ["plan", "--workload", "tiny-cnn", "--strategy", "allreduce", "--provider", "local",
                             "--target-sps", "1", "--nodes", f"{LOCAL_NODE}=2", "--json"],
                  lambda doc, _: sum(i["count"] for i in doc["items"]) == 2),
+    "pipeline": Case(lambda r: ["plan", str(CORPUS / "docs_managed_jobs_pipeline.yaml"), "--json"],
+                     lambda doc, _: [p["job"]["name"] for p in doc["plans"]] == ["train", "eval"]),
     "launch": Case(_launch_args, _launch, console_script=True),
     "launch-dry-run": Case(_dry_run_args, lambda doc, _: [n["provider"] for n in doc["nodes"]] == ["local"]),
     "status": Case(_with("ledger", "status", "--json"), _status),
