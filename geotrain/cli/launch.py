@@ -91,7 +91,6 @@ def launch(
                 raise InputError(f"run {live} ({name}) is live: a plan file would start another run; give a task "
                                  f"file to run on its nodes, or `geotrain down {name}` first")
             from geotrain.app.plan import task_envs as app_task_envs
-
             from geotrain.cli.nodes import _Prefixer
 
             console(err=True).print(f"run {live} ({name}) is live: the task runs on its nodes (setup, then run)")
@@ -103,9 +102,8 @@ def launch(
     if plan_path is not None and app_launch.is_spec(plan_path):  # a task file: plan it, show it, ask
         if not dry_run:
             _require_train_extra()
-        from geotrain.app.plan import task_envs as app_task_envs
-
         from geotrain.app.plan import pipeline_of
+        from geotrain.app.plan import task_envs as app_task_envs
 
         tasks = pipeline_of(plan_path)
         if tasks is not None:  # a SkyPilot pipeline: its tasks, each planned, launched one after the other
