@@ -117,11 +117,19 @@ def _too_deep(text: str, open_chars: str, close_chars: str) -> bool:
 def parse_yaml(text: str, path: Path | str, error: type[InputError]) -> Any:
     """Parse YAML (or JSON) text; a syntax error names the file, line and column. A key given twice in
     one mapping and nesting deeper than :data:`MAX_DEPTH` are errors too."""
+    return _parse_yaml(text, path, error, many=False)
+
+
+def _parse_yaml(text: str, path: Path | str, error: type[InputError], *, many: bool) -> Any:
+    """One document (``many`` False), or the list of a file's documents (``---`` between them)."""
     import yaml
 
     if _too_deep(text, "[{", "]}"):
         raise error(f"{path}: lists and mappings nest more than {MAX_DEPTH} deep")
     try:
+        if many:
+            docs = [d for d in yaml.load_all(text, Loader=_loader()) if d is not None]  # noqa: S506 - SafeLoader subclass
+            return [check_depth(d, str(path), error) for d in docs]
         data = yaml.load(text, Loader=_loader())  # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
@@ -152,21 +160,7 @@ def parse_json(text: str, path: Path | str, error: type[InputError]) -> Any:
 
 def load_yaml_documents(path: Path, error: type[InputError]) -> list[Any]:
     """Every YAML document of a file (``---`` between them): a SkyPilot pipeline is several tasks."""
-    import yaml
-
-    text = read_text(path, error)
-    if _too_deep(text, "[{", "]}"):
-        raise error(f"{path}: lists and mappings nest more than {MAX_DEPTH} deep")
-    try:
-        docs = list(yaml.load_all(text, Loader=_loader()))  # noqa: S506 - a SafeLoader subclass
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise error(f"{path}: not valid YAML{where}: {problem}") from exc
-    except RecursionError as exc:
-        raise error(f"{path}: lists and mappings nest more than {MAX_DEPTH} deep") from exc
-    return [check_depth(d, str(path), error) for d in docs if d is not None]
+    return _parse_yaml(read_text(path, error), path, error, many=True)
 
 
 def load_yaml_mapping(path: Path, error: type[InputError]) -> Mapping[str, Any]:

@@ -102,16 +102,12 @@ def exec_argv(args: Sequence[str], base: Path | None = None) -> tuple[list[str],
     only = args[0]
     path = Path(only) if base is None else base / only
     if only.endswith((".yaml", ".yml")) and path.is_file():
-        from geotrain.app.plan import PlanRequest, job_mapping
-        from geotrain.config import parse_job_spec
-        from geotrain.errors import JobSpecError
-        from geotrain.specfile import Fields
+        from geotrain.app.plan import task_of
 
-        data, origin, where = job_mapping(PlanRequest(spec=path))
-        job = parse_job_spec(Fields(data, origin=origin, error=JobSpecError), base_dir=where)
-        if job.task is None or not job.task.run:
+        task = task_of(path)
+        if task is None or not task.run:
             raise InputError(f"{only}: a task file with a run: is needed to exec it on a run's nodes")
-        return ["bash", "-c", job.task.run], dict(job.task.envs)
+        return ["bash", "-c", task.run], dict(task.envs)
     return ["bash", "-c", only], {}
 
 

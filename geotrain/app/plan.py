@@ -12,6 +12,7 @@ from geotrain.domain import Plan
 from geotrain.errors import InputError, JobSpecError
 from geotrain.planning.planfile import SCHEMA, advantage, finishes_at, plan_to_dict, save_plan, savings
 from geotrain.planning.planner import PlanOptions, make_plan, plan_for_nodes
+from geotrain.planning.taskwords import with_task_words
 from geotrain.pricing.inventory import load_inventory
 from geotrain.pricing.snapshot import SnapshotStore
 from geotrain.providers.base import LOCAL_PROVIDER
@@ -94,6 +95,12 @@ def job_mapping(request: PlanRequest) -> tuple[dict[str, Any], str, Path]:
     return data, origin, base
 
 
+def task_of(path: Path, envs: dict[str, str] | None = None):  # noqa: ANN201 - TaskRun | None
+    """The commands of a task file (its setup, run, envs …), read as plan reads it, without planning."""
+    data, origin, base = job_mapping(PlanRequest(spec=path, envs=dict(envs or {})))
+    return parse_job_spec(Fields(data, origin=origin, error=JobSpecError), base_dir=base).task
+
+
 def task_envs(env, env_file, secret) -> dict[str, str]:  # noqa: ANN001 - the flags' lists (None when not given)
     """``--env-file``, ``--env`` and ``--secret`` → the task's variables (``geotrain.taskenv``)."""
     return {**parse_envs(env or (), env_file or ()), **parse_envs(secret or (), flag="--secret")}
@@ -129,6 +136,7 @@ def run_plan(request: PlanRequest, *, output: Path | None = None, plot: Path | N
         plan = plan_for_nodes(job, snapshot, request.nodes, inventory=inventory, options=options)
     else:
         plan = make_plan(job, snapshot, inventory=inventory, options=options)
+    plan = with_task_words(plan, snapshot)  # what a task file's own choices mean, in the plan's words
     if output is not None:
         save_plan(plan, output)
     if plot is not None:
@@ -162,4 +170,4 @@ def plan_record(plan: Plan) -> dict[str, Any]:
 
 
 __all__ = ["PROVIDERS", "SCHEMA", "PlanRequest", "SearchProgress", "advantage", "finishes_at", "pipeline_of",
-           "plan_record", "run_pipeline", "run_plan", "savings"]
+           "plan_record", "run_pipeline", "run_plan", "savings", "task_envs", "task_of"]

@@ -29,14 +29,9 @@ def live_run_named(name: str) -> str | None:
 def run_task_on(run_id: str, task_path: Path, envs: dict[str, str], *, emit: Callable[[str, str], None],
                 skipped: Callable[[str, str], None]) -> int:
     """Run the task's setup, then its run, on the run's nodes; the first non-zero exit code, else 0."""
-    from geotrain.app.plan import PlanRequest, job_mapping
-    from geotrain.config import parse_job_spec
-    from geotrain.errors import JobSpecError
-    from geotrain.specfile import Fields
+    from geotrain.app.plan import task_of
 
-    data, origin, base = job_mapping(PlanRequest(spec=task_path, envs=envs))
-    job = parse_job_spec(Fields(data, origin=origin, error=JobSpecError), base_dir=base)
-    task = job.task
+    task = task_of(task_path, envs)
     if task is None or not task.run:
         raise InputError(f"{task_path}: a task with a run: is needed to run it on run {run_id}'s nodes")
     script = (f"( {task.setup}\n) || exit $?\n" if task.setup else "") + task.run

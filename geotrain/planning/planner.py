@@ -92,16 +92,6 @@ class PlanningContext:
 def make_plan(job: JobSpec, snapshot: PriceSnapshot, *, inventory: Inventory | None = None,
               perf: PerfModel | None = None, registry: WorkloadRegistry | None = None,
               options: PlanOptions = PlanOptions()) -> Plan:
-    """The plan of ``job``: solved by the perf model, or on price alone for a task without a workload;
-    with what the task's own choices mean (``planning.taskwords``)."""
-    from geotrain.planning.taskwords import with_task_words
-
-    plan = _make_plan(job, snapshot, inventory=inventory, perf=perf, registry=registry, options=options)
-    return with_task_words(plan, snapshot)
-
-
-def _make_plan(job: JobSpec, snapshot: PriceSnapshot, *, inventory: Inventory | None,
-               perf: PerfModel | None, registry: WorkloadRegistry | None, options: PlanOptions) -> Plan:
     if not job.modelled:  # a task file without a workload: its shape, on price alone
         from geotrain.planning.shape import plan_for_shape
 
@@ -228,14 +218,6 @@ def plan_for_nodes(job: JobSpec, snapshot: PriceSnapshot, nodes: str, *, invento
                    perf: PerfModel | None = None, options: PlanOptions = PlanOptions()) -> Plan:
     """A plan of a mix the user chose (node syntax of ``geotrain.pricing.nodespec``), evaluated like a
     solved one, so that it can be launched and compared: no solver runs."""
-    from geotrain.planning.taskwords import with_task_words
-
-    return with_task_words(_plan_for_nodes(job, snapshot, nodes, inventory=inventory, perf=perf, options=options),
-                           snapshot)
-
-
-def _plan_for_nodes(job: JobSpec, snapshot: PriceSnapshot, nodes: str, *, inventory: Inventory | None,
-                    perf: PerfModel | None, options: PlanOptions) -> Plan:
     from geotrain.pricing.nodespec import parse_nodes, resolve_nodes
 
     requests = parse_nodes(nodes)
