@@ -125,6 +125,7 @@ class AwsVms:
         self._lock = threading.Lock()  # RunInstances: token check and create together
         self._state_lock = threading.Lock()
         self._firewall_lock = threading.Lock()
+        self._view_lock = threading.Lock()  # a reclaim's change and a DescribeInstances answer: one before the other
         self.firewall: dict[str, set[FirewallRule]] = {}  # instance id → the rules its host has (faithful hosts)
 
     def reset(self) -> None:
@@ -173,18 +174,18 @@ class AwsVms:
             timer.daemon = True
             timer.start()
             return
-        if inst.state not in ("pending", "running"):
-            return  # ended meanwhile
-        # moto's Instance.terminate() without its user-initiated reason: the reason is set first and the state
-        # last, so a DescribeInstances served meanwhile never sees a terminated instance without the spot reason
-        for nic in inst.nics.values():
-            nic.stop()
-            if nic.delete_on_termination:
-                nic.delete()
-        inst.teardown_defaults()
-        inst.state_reason = StateReason(f"{SPOT_RECLAIM_CODE}: Spot instance termination", SPOT_RECLAIM_CODE)
-        inst._reason = f"Service initiated ({time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())})"  # noqa: SLF001
-        inst._state.name, inst._state.code = "terminated", 48  # noqa: SLF001 - moto's field
+        # moto's Instance.terminate() without its user-initiated reason, while no DescribeInstances is answered
+        with self._view_lock:
+            if inst.state not in ("pending", "running"):
+                return  # ended meanwhile
+            for nic in inst.nics.values():
+                nic.stop()
+                if nic.delete_on_termination:
+                    nic.delete()
+            inst.teardown_defaults()
+            inst.state_reason = StateReason(f"{SPOT_RECLAIM_CODE}: Spot instance termination", SPOT_RECLAIM_CODE)
+            inst._reason = f"Service initiated ({time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())})"  # noqa: SLF001
+            inst._state.name, inst._state.code = "terminated", 48  # noqa: SLF001 - moto's field
         self._kill([instance_id])
 
     def forget(self, instance_id: str) -> None:
@@ -217,12 +218,19 @@ class AwsVms:
             start_response: Any) -> Iterable[bytes] | None:
         """Answer ``action`` here, or None to let moto answer it."""
         on_hosts = _on_hosts(self.hypervisor) and action in _SYNC_AFTER
-        if action not in ("RunInstances", "TerminateInstances", "DeleteSecurityGroup") and not on_hosts:
+        if action not in ("RunInstances", "TerminateInstances", "DeleteSecurityGroup", "DescribeInstances") \
+                and not on_hosts:
             return None
         form = {k: v[0] for k, v in parse_qs(body.decode("utf-8")).items()}
         if form.get("DryRun", "").lower() == "true":
             return None
-        if on_hosts:
+        if action == "DescribeInstances":
+            # moto writes StateReason before State: a reclaim landing between the two would read as a
+            # terminated instance with no spot reason, which AWS never shows
+            with self._view_lock:
+                status, answer = _moto(self.fake, environ)
+            response = Response(answer, status, content_type="text/xml")
+        elif on_hosts:
             status, answer = _moto(self.fake, environ)
             if status == 200:
                 self.sync_firewalls()
