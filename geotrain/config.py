@@ -60,7 +60,6 @@ Every problem raises :class:`~geotrain.errors.JobSpecError` naming the field, e.
 from __future__ import annotations
 
 import re
-from dataclasses import fields as dataclass_fields
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
@@ -157,13 +156,6 @@ def parse_sync(fields: Fields) -> SyncSettings:
         return SyncSettings(**values)
     except ValueError as exc:
         raise fields.fail("sync", str(exc)) from None
-
-
-def sync_to_mapping(sync: SyncSettings) -> dict:
-    """The ``sync`` section in the file's own form, every knob written out."""
-    out = {f.name: getattr(sync, f.name) for f in dataclass_fields(sync)}
-    out["strategy"] = sync.strategy.value
-    return out
 
 
 def infer_objective(target: float | None, budget: float | None, total: int | None,
@@ -393,7 +385,7 @@ def job_to_mapping(job: JobSpec) -> dict:
     }
     out = {
         "name": job.name, "workload": job.workload, "objective": job.objective.value,
-        "sync": sync_to_mapping(job.sync), "target_samples_per_s": job.target_samples_per_s,
+        "sync": job.sync.to_mapping(), "target_samples_per_s": job.target_samples_per_s,
         "budget_usd_per_hour": job.budget_usd_per_hour, "total_samples": job.total_samples,
         "deadline_h": job.deadline_h,
         "constraints": {k: v for k, v in constraints.items() if v is not None} or None,

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
 from datetime import datetime
 from enum import StrEnum
 
@@ -110,6 +111,21 @@ class SyncSettings:
                 SyncStrategyName.MA: f"averaging the regions' servers every {self.averaging_pushes} pushes",
                 SyncStrategyName.ALLREDUCE: "all-reduce every step"}[self.strategy]
         return f"{self.strategy.value} ({knob}, {self.precision} on the wire, {self.micro_batches} micro-batch/node/step)"
+
+    def to_mapping(self) -> dict:
+        """Every knob by name, the strategy as its word: what a plan file, a generation's config and a
+        node's ``GEOTRAIN_SYNC`` carry; :meth:`from_mapping` reads it back."""
+        out = {f.name: getattr(self, f.name) for f in fields(self)}
+        out["strategy"] = self.strategy.value
+        return out
+
+    @classmethod
+    def from_mapping(cls, data: Mapping[str, object]) -> SyncSettings:
+        """The settings :meth:`to_mapping` wrote; a knob it lacks takes this class's default."""
+        unknown = set(data) - {f.name for f in fields(cls)}
+        if unknown:
+            raise ValueError(f"sync settings have no {', '.join(sorted(unknown))}")
+        return cls(**data)  # type: ignore[arg-type]
 
 
 class LinkClass(StrEnum):

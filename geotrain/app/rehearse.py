@@ -121,13 +121,12 @@ def _config(run_id: str, locations: Sequence[Location], sync: SyncSettings, step
             checkpoints: Path, rates: Sequence[float] | None = None) -> dict:
     """A generation file; ``rates``: each node's measured compute (asgd-ga's home region is the one
     with the most, as in the model)."""
-    from geotrain.config import sync_to_mapping
-
+    
     world = len(locations)
     nodes = [{"node_id": f"r{r}", "rank": r, "region": loc.region_scope, "region_name": loc.region, "zone": loc.zone,
               "cloud": loc.cloud, "continent": loc.continent.value, **({"samples_per_s": rates[r]} if rates else {})}
              for r, loc in enumerate(locations)]
-    return {"run_id": run_id, "generation": 1, "workload": WORKLOAD, "sync": sync_to_mapping(sync),
+    return {"run_id": run_id, "generation": 1, "workload": WORKLOAD, "sync": sync.to_mapping(),
             "deterministic": False, "micro_batches": MICRO_PER_NODE * world, "lr": 0.5, "momentum": 0.9, "seed": 0,
             "target_steps": steps, "checkpoint_url": str(checkpoints), "checkpoint_every": 10**9,
             # asgd-ga's regions keep their own pace: its slowest may train a tenth of the steps, and

@@ -41,7 +41,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from geotrain.billing import run_cost
-from geotrain.config import sync_to_mapping
 from geotrain.domain import Objective, Offer, Plan
 from geotrain.errors import GeotrainError, ProviderError, RunError
 from geotrain.files import atomic_write_text, geotrain_home
@@ -149,7 +148,7 @@ class Launcher:
         )
         self.status = Status(self.run_id, target_steps=step_target(self.plan, self.options) or 0)
         self.ledger.event(self.run_id, EventKind.RUN_STARTED, plan_id=self.plan.plan_id, nodes=self.plan.nodes,
-                          workload=t.workload, sync=sync_to_mapping(t.sync),
+                          workload=t.workload, sync=t.sync.to_mapping(),
                           preemptions=self.options.preemptions.to_dict())
         for line in t.substitutions:
             self.ledger.event(self.run_id, EventKind.SUBSTITUTED, what=line)
@@ -339,7 +338,7 @@ class Launcher:
         } for r, n in enumerate(members)]
         config = {
             "run_id": self.run_id, "generation": self.generation, "workload": t.workload,
-            "sync": sync_to_mapping(t.sync), "deterministic": self.options.deterministic,
+            "sync": t.sync.to_mapping(), "deterministic": self.options.deterministic,
             "micro_batches": max(t.global_micro_batches, world),
             "lr": self.options.lr, "momentum": self.options.momentum, "seed": self.options.seed,
             "target_steps": self.options.steps, "checkpoint_url": self.options.checkpoint_url,
@@ -376,7 +375,7 @@ class Launcher:
                 "GEOTRAIN_GENERATION": str(self.generation), "GEOTRAIN_CHECKPOINT_URL": self.options.checkpoint_url,
                 "GEOTRAIN_REGION": node.location.region_scope,
                 "GEOTRAIN_NODE_DIR": str(node_dir(self.provider, node.node_id) or ""),
-                "GEOTRAIN_SYNC": json.dumps(sync_to_mapping(t.sync)), "GEOTRAIN_WORKLOAD": self.plan.job.workload,
+                "GEOTRAIN_SYNC": json.dumps(t.sync.to_mapping()), "GEOTRAIN_WORKLOAD": self.plan.job.workload,
                 "OMP_NUM_THREADS": "1",
                 # across networks a worker binds the node's public address (geotrain.providers.startup)
                 **({"GLOO_SOCKET_IFNAME": PUBLIC_INTERFACE, "NCCL_SOCKET_IFNAME": PUBLIC_INTERFACE} if across else {}),

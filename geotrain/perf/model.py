@@ -31,9 +31,10 @@ from geotrain.perf.host import LocalHost, LocalRates, LoopbackNetwork
 from geotrain.perf.network import LinkEstimate, NetworkModel, SitePlacement
 from geotrain.perf.rates import ComputeRate, RateTable
 from geotrain.perf.strategies import (
-    AllReduce, AsgdGA, Bottleneck, Hivemind, HivemindFit, LocalSGD, ModelAveraging, PeerGroup, Strategy, Topology,
+    Bottleneck, HivemindFit, PeerGroup, Strategy, Topology,
 )
 from geotrain.perf.workloads import Workload
+from geotrain.strategies import entry, resolve
 
 GB = 1e9
 
@@ -119,17 +120,9 @@ def bundled_fit() -> HivemindFit:
 
 
 def make_strategy(sync: SyncSettings, fit: HivemindFit | None = None) -> Strategy:
-    """The perf model of ``sync.strategy`` with the settings' knobs."""
-    name = sync.strategy
-    if name is SyncStrategyName.HIVEMIND:
-        return Hivemind(fit or bundled_fit(), sync.target_batch_size)
-    if name is SyncStrategyName.ALLREDUCE:
-        return AllReduce()
-    if name is SyncStrategyName.LOCAL_SGD:
-        return LocalSGD(sync.local_steps)
-    if name is SyncStrategyName.MA:
-        return ModelAveraging(sync.averaging_pushes)
-    return AsgdGA(sync.accumulation_steps)
+    """The perf model of ``sync.strategy`` with the settings' knobs (the class the registry,
+    :mod:`geotrain.strategies`, names for it)."""
+    return resolve(entry(sync.strategy).perf_class).from_settings(sync, fit or bundled_fit())
 
 
 class PerfModel:

@@ -119,7 +119,7 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from geotrain.domain import WAN_STREAMS, CLOUD_ONPREM, Location, SyncStrategyName
+from geotrain.domain import WAN_STREAMS, CLOUD_ONPREM, Location, SyncSettings, SyncStrategyName
 from geotrain.perf.network import LinkEstimate
 from geotrain.perf.workloads import Workload
 
@@ -298,6 +298,10 @@ class Hivemind:
     name: SyncStrategyName = SyncStrategyName.HIVEMIND
     mesh: bool = False
 
+    @classmethod
+    def from_settings(cls, sync: SyncSettings, fit: HivemindFit) -> Hivemind:
+        return cls(fit, sync.target_batch_size)
+
     def transfer(self, topo: Topology, payload: float) -> tuple[float, Bottleneck | None, dict]:
         """(T_xfer, what bounds it, bytes per round by directed group pair)."""
         n = topo.nodes
@@ -414,6 +418,10 @@ def _ring_allreduce(topo: Topology, members: Sequence[int], payload: float) -> t
 class AllReduce:
     name: SyncStrategyName = SyncStrategyName.ALLREDUCE
 
+    @classmethod
+    def from_settings(cls, sync: SyncSettings, fit: HivemindFit) -> AllReduce:
+        return cls()
+
     def cost(self, topo: Topology, payload: float, workload: Workload) -> SyncCost:
         calc = max(g.samples_per_step / g.samples_per_s for g in topo.groups)
         samples = sum(g.count * g.samples_per_step for g in topo.groups)
@@ -496,6 +504,10 @@ class LocalSGD:
     local_steps: int
     name: SyncStrategyName = SyncStrategyName.LOCAL_SGD
 
+    @classmethod
+    def from_settings(cls, sync: SyncSettings, fit: HivemindFit) -> LocalSGD:
+        return cls(sync.local_steps)
+
     def cost(self, topo: Topology, payload: float, workload: Workload) -> SyncCost:
         return _averaging_cost(topo, payload, self.local_steps, overlapped=False)
 
@@ -506,6 +518,10 @@ class ModelAveraging:
 
     averaging_pushes: int
     name: SyncStrategyName = SyncStrategyName.MA
+
+    @classmethod
+    def from_settings(cls, sync: SyncSettings, fit: HivemindFit) -> ModelAveraging:
+        return cls(sync.averaging_pushes)
 
     def cost(self, topo: Topology, payload: float, workload: Workload) -> SyncCost:
         return _averaging_cost(topo, payload, self.averaging_pushes, overlapped=True)
@@ -526,6 +542,10 @@ class AsgdGA:
     accumulation_steps: int
     name: SyncStrategyName = SyncStrategyName.ASGD_GA
     push_round_trips: float = 0.0
+
+    @classmethod
+    def from_settings(cls, sync: SyncSettings, fit: HivemindFit) -> AsgdGA:
+        return cls(sync.accumulation_steps)
 
     def cost(self, topo: Topology, payload: float, workload: Workload) -> SyncCost:
         A = self.accumulation_steps

@@ -82,11 +82,11 @@ def main(argv: list[str]) -> int:
     import torch
     import torch.distributed as dist
 
-    from geotrain.domain import Continent, Location, link_class
+    from geotrain.domain import Continent, Location, SyncSettings, link_class
     from geotrain.ledger import EventKind, Ledger
     from geotrain.train.checkpoint import CheckpointStore
     from geotrain.train.ledger_relay import RELAY_ENV, RELAY_STORE, STORE_ENV, StoreLedger
-    from geotrain.train.sync import ByteCounter, StepInput, make_sync
+    from geotrain.train.sync import ByteCounter, StepInput, SyncContext, make_sync
     from geotrain.train.workloads import WORKLOADS
 
     torch.set_num_threads(1)
@@ -148,11 +148,11 @@ def main(argv: list[str]) -> int:
     target = config["target_steps"]
     every = config["checkpoint_every"]
     global_samples = M * m
-    sync = make_sync(config["sync"], model=model, loss_fn=workload.loss, rank=rank, world=world, counter=counter,
-                     regions=regions, micro_batches=M, samples_per_micro=m, deterministic=deterministic,
-                     rates=[n.get("samples_per_s") or 1.0 for n in nodes], store=store,
-                     address=os.environ.get("GEOTRAIN_NODE_ADDRESS", "127.0.0.1"),
-                     timeout_s=config.get("collective_timeout_s", 60), samples_left=target * global_samples - samples)
+    sync = make_sync(SyncSettings.from_mapping(config["sync"]), SyncContext(
+        model, workload.loss, rank, world, counter, regions, micro_batches=M, samples_per_micro=m,
+        deterministic=deterministic, rates=[n.get("samples_per_s") or 1.0 for n in nodes], store=store,
+        address=os.environ.get("GEOTRAIN_NODE_ADDRESS", "127.0.0.1"), timeout_s=config.get("collective_timeout_s", 60),
+        samples_left=target * global_samples - samples))
     own_data = getattr(sync, "reads_own_data", False)
     reporter = getattr(sync, "reporter", 0)  # the rank whose model and sample count are the run's
     budget = getattr(sync, "samples_left", None)  # a strategy that ends on samples, not on the step count

@@ -11,7 +11,8 @@ The layers, top to bottom (README, Development, draws the same):
     perf  solver  pricing  providers  train
     ledger
     config  taskfile  taskenv
-    specfile  files  procs
+    specfile  files  procs  node
+    strategies
     domain
     errors
 """
@@ -36,6 +37,7 @@ LAYERS: list[set[str]] = [
     {"config", "taskfile", "taskenv"},
     {"wan"},  # emulated links between network namespaces
     {"specfile", "files", "procs", "node"},
+    {"strategies"},  # the registry of sync strategies: the perf model's class and the runtime's
     {"domain"},
     {"errors"},
 ]

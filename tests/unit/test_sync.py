@@ -54,9 +54,10 @@ def _worker(rank: int, world: int, port: int, kind: str, out: str, regions: list
     optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
     counter = ByteCounter()
     if kind == "ddp":
-        sync = DDPSync(model, WORKLOAD.loss, rank, world, counter)
+        sync = DDPSync(model, WORKLOAD.loss, rank, world, counter, "fp32")
     else:
-        sync = LocalSGDSync(model, WORKLOAD.loss, rank, world, counter, regions, local_steps=2, store=store)
+        sync = LocalSGDSync(model, WORKLOAD.loss, rank, world, counter, regions, local_steps=2, precision="fp32",
+                            store=store)
     mine = [j for j in range(M) if j % world == rank]
     snapshots = []
     for step in range(STEPS):

@@ -134,3 +134,20 @@ def test_cli_flags_override_the_spec_and_defaults_stay_the_domains(tmp_path):
     assert bad.exit_code == 2 and "precision" in bad.stderr
     refused = runner.invoke(app, ["launch", str(out), "--train-workload", "resnet50"])
     assert refused.exit_code == 2 and "is not a built-in workload" in refused.stderr
+
+
+def test_settings_travel_as_themselves_and_one_registry_names_both_classes_of_every_strategy():
+    from geotrain.perf.model import make_strategy
+    from geotrain.strategies import STRATEGIES, resolve
+    from geotrain.train.sync import SyncContext, make_sync  # noqa: F401 - the runtime's side resolves
+
+    for name in SyncStrategyName:
+        sync = SyncSettings(name, precision="bf16", local_steps=3)
+        assert SyncSettings.from_mapping(json.loads(json.dumps(sync.to_mapping()))) == sync
+        entry = STRATEGIES[name]
+        assert type(make_strategy(sync)) is resolve(entry.perf_class)
+        assert hasattr(resolve(entry.runtime_class), "from_settings")
+    assert set(STRATEGIES) == set(SyncStrategyName)
+    assert SyncSettings.from_mapping({"strategy": "ma"}) == SyncSettings("ma")  # a knob not given: the one default
+    with pytest.raises(ValueError, match="no bogus"):
+        SyncSettings.from_mapping({"strategy": "ma", "bogus": 1})

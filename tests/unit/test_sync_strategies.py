@@ -19,7 +19,8 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from geotrain.train.sync import ByteCounter, StepInput, make_sync, parameter_bytes
+from geotrain.domain import SyncSettings
+from geotrain.train.sync import ByteCounter, StepInput, SyncContext, make_sync, parameter_bytes
 from geotrain.train.workloads import WORKLOADS
 
 pytestmark = pytest.mark.slow
@@ -30,9 +31,9 @@ REGIONS = ["a", "a", "b"]
 TOLERANCE = 0.75  # share of the single-process loss reduction a strategy must reach
 
 
-def _settings(strategy: str) -> dict:
-    return {"strategy": strategy, "precision": "fp16", "local_steps": 4, "accumulation_steps": 4,
-            "averaging_pushes": 4, "staleness": 1, "target_batch_size": M * WORKLOAD.samples_per_step}
+def _settings(strategy: str) -> SyncSettings:
+    return SyncSettings(strategy, precision="fp16", local_steps=4, accumulation_steps=4, averaging_pushes=4,
+                        staleness=1, target_batch_size=M * WORKLOAD.samples_per_step)
 
 
 def _held_out(model: torch.nn.Module) -> float:
@@ -55,9 +56,9 @@ def _worker(rank: int, world: int, port: int, strategy: str, out: str) -> None:
         return WORKLOAD.batch(0, position, m)
 
     counter = ByteCounter()
-    sync = make_sync(_settings(strategy), model=model, loss_fn=WORKLOAD.loss, rank=rank, world=world,
-                     counter=counter, regions=REGIONS[:world] if world > 1 else ["a"], micro_batches=M,
-                     samples_per_micro=m, store=store, samples_left=STEPS * M * m)
+    sync = make_sync(_settings(strategy), SyncContext(
+        model, WORKLOAD.loss, rank, world, counter, REGIONS[:world] if world > 1 else ["a"], micro_batches=M,
+        samples_per_micro=m, store=store, samples_left=STEPS * M * m))
     mine = [j for j in range(M) if j % world == rank]
     initial, samples = _held_out(model), 0
     step, ended = 0, False

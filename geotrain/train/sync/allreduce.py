@@ -25,7 +25,8 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from geotrain.train.sync.base import ByteCounter, RoundClock, StepInput, StepResult, Timer, parameter_bytes, wire_dtype
+from geotrain.domain import SyncSettings
+from geotrain.train.sync.base import ByteCounter, SyncContext, RoundClock, StepInput, StepResult, Timer, parameter_bytes, wire_dtype
 
 
 def _compressed_all_reduce_hook(dtype: torch.dtype):  # noqa: ANN202
@@ -54,7 +55,7 @@ class DDPSync:
     name = "allreduce"
 
     def __init__(self, model: nn.Module, loss_fn: Callable, rank: int, world: int, counter: ByteCounter,
-                 precision: str = "fp32") -> None:
+                 precision: str) -> None:
         self.raw = model
         dtype = wire_dtype(precision)
         self.model = nn.parallel.DistributedDataParallel(model) if world > 1 else model
@@ -65,6 +66,13 @@ class DDPSync:
         self.members = list(range(world))
         self.payload = parameter_bytes(model, dtype)
         self.clock = RoundClock()
+
+    @classmethod
+    def from_settings(cls, sync: SyncSettings, ctx: SyncContext) -> DDPSync | DeterministicSync:
+        """DDP; a deterministic run (``ctx.deterministic``) the bit-exact all-gather instead."""
+        if ctx.deterministic:
+            return DeterministicSync(ctx.model, ctx.loss_fn, ctx.rank, ctx.world, ctx.counter, ctx.micro_batches)
+        return cls(ctx.model, ctx.loss_fn, ctx.rank, ctx.world, ctx.counter, sync.precision)
 
     def step(self, inp: StepInput, optimizer: torch.optim.Optimizer) -> StepResult:
         self.clock.begin()

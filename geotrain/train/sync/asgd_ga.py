@@ -48,9 +48,9 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from geotrain.domain import WAN_STREAMS
+from geotrain.domain import WAN_STREAMS, SyncSettings
 from geotrain.train.sync.base import (
-    ByteCounter, RegionalTraining, RoundClock, StepInput, StepResult, assign, flat_parameters, parameter_bytes,
+    ByteCounter, RegionalTraining, SyncContext, RoundClock, StepInput, StepResult, assign, flat_parameters, parameter_bytes,
     region_groups, wire_dtype,
 )
 from geotrain.train.sync.streams import HELLO, Streams, connect, recv_exact
@@ -204,7 +204,7 @@ class AsgdGASync(RegionalTraining):
     name = "asgd-ga"
 
     def __init__(self, model: nn.Module, loss_fn: Callable, rank: int, world: int, counter: ByteCounter,
-                 regions: Sequence[str], accumulation_steps: int, precision: str = "fp32", *,
+                 regions: Sequence[str], accumulation_steps: int, precision: str, *,
                  micro_batches: int, samples_per_micro: int = 1, samples_left: int | None = None,
                  staleness: int = 1, rates: Sequence[float] | None = None, store: object | None = None,
                  address: str = "127.0.0.1", timeout_s: float = 60.0) -> None:
@@ -250,6 +250,13 @@ class AsgdGASync(RegionalTraining):
                 address_of_home = store.get(SERVER_KEY).decode()
                 self.pusher = Pusher(address_of_home, rank, self.home_leader, self.snapshot, self.dtype, counter,
                                      timeout_s)
+
+    @classmethod
+    def from_settings(cls, sync: SyncSettings, ctx: SyncContext) -> AsgdGASync:
+        return cls(ctx.model, ctx.loss_fn, ctx.rank, ctx.world, ctx.counter, ctx.regions, sync.accumulation_steps,
+                   sync.precision, micro_batches=ctx.micro_batches, samples_per_micro=ctx.samples_per_micro,
+                   samples_left=ctx.samples_left, staleness=sync.staleness, rates=ctx.rates, store=ctx.store,
+                   address=ctx.address, timeout_s=ctx.timeout_s)
 
     def step(self, inp: StepInput, optimizer: torch.optim.Optimizer) -> StepResult:
         """One step of this region's share; across regions its samples are the region's (the home

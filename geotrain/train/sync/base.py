@@ -115,6 +115,29 @@ class StepInput:
     fetch: Callable[[int], tuple[torch.Tensor, torch.Tensor]] | None = None
 
 
+@dataclass(frozen=True)
+class SyncContext:
+    """What a strategy's runtime class is built with, besides the plan's settings: this rank's place
+    in the generation (``regions``: every rank's region, in rank order; ``rates``: their planned
+    samples/s), the model and its loss, the generation's store and this node's address for the WAN
+    transport, and what the run has left (``samples_left``: asgd-ga across regions ends on it)."""
+
+    model: nn.Module
+    loss_fn: Callable
+    rank: int
+    world: int
+    counter: ByteCounter
+    regions: Sequence[str]
+    micro_batches: int
+    samples_per_micro: int
+    deterministic: bool = False
+    rates: Sequence[float] | None = None
+    store: object | None = None
+    address: str = "127.0.0.1"
+    timeout_s: float = 60.0
+    samples_left: int | None = None
+
+
 @dataclass(frozen=True, slots=True)
 class StepResult:
     loss: float  # this rank's mean loss over what it trained in the step

@@ -45,8 +45,9 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from geotrain.domain import SyncSettings
 from geotrain.train.sync.base import (
-    ByteCounter, RoundClock, StepInput, StepResult, Timer, assign, flat_gradients, parameter_bytes, wire_dtype,
+    ByteCounter, SyncContext, RoundClock, StepInput, StepResult, Timer, assign, flat_gradients, parameter_bytes, wire_dtype,
 )
 from geotrain.train.sync.streams import Mesh, recv_exact
 
@@ -143,7 +144,7 @@ class HivemindSync:
     reads_own_data = True
 
     def __init__(self, model: nn.Module, loss_fn: Callable, rank: int, world: int, counter: ByteCounter,
-                 target_batch_size: int, samples_per_micro: int, precision: str = "fp32", *,
+                 target_batch_size: int, samples_per_micro: int, precision: str, *,
                  store: object | None = None, address: str = "127.0.0.1", timeout_s: float = 60.0) -> None:
         self.raw = self.model = model
         self.loss_fn = loss_fn
@@ -163,6 +164,12 @@ class HivemindSync:
                 raise ValueError("hivemind with more than one peer needs the run's store to connect the peers")
             self.mesh = Mesh("hivemind", rank, range(world), store, address, counter, timeout_s)
             self.progress = PeerProgress(rank, world, store, address, counter, timeout_s)
+
+    @classmethod
+    def from_settings(cls, sync: SyncSettings, ctx: SyncContext) -> HivemindSync:
+        return cls(ctx.model, ctx.loss_fn, ctx.rank, ctx.world, ctx.counter, sync.target_batch_size,
+                   ctx.samples_per_micro, sync.precision, store=ctx.store, address=ctx.address,
+                   timeout_s=ctx.timeout_s)
 
     def _reached(self, round_index: int, local: int, since: float) -> bool:
         if local >= self.tbs:

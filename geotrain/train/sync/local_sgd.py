@@ -16,8 +16,9 @@ from collections.abc import Callable, Sequence
 import torch
 from torch import nn
 
+from geotrain.domain import SyncSettings
 from geotrain.train.sync.base import (
-    ByteCounter, RegionalTraining, RoundClock, StepInput, StepResult, all_reduce_mean, assign, flat_parameters,
+    ByteCounter, RegionalTraining, SyncContext, RoundClock, StepInput, StepResult, all_reduce_mean, assign, flat_parameters,
     parameter_bytes, region_groups, wire_dtype,
 )
 
@@ -26,7 +27,7 @@ class LocalSGDSync(RegionalTraining):
     name = "local-sgd"
 
     def __init__(self, model: nn.Module, loss_fn: Callable, rank: int, world: int, counter: ByteCounter,
-                 regions: Sequence[str], local_steps: int, precision: str = "fp32", *, store: object | None = None,
+                 regions: Sequence[str], local_steps: int, precision: str, *, store: object | None = None,
                  address: str = "127.0.0.1", timeout_s: float = 60.0) -> None:
         self.raw = self.model = model
         self.loss_fn = loss_fn
@@ -40,6 +41,11 @@ class LocalSGDSync(RegionalTraining):
         self.mesh = self._leaders_mesh("local-sgd", store, address, timeout_s)
         self.clock = RoundClock()
         self._averaged_at = -1
+
+    @classmethod
+    def from_settings(cls, sync: SyncSettings, ctx: SyncContext) -> LocalSGDSync:
+        return cls(ctx.model, ctx.loss_fn, ctx.rank, ctx.world, ctx.counter, ctx.regions, sync.local_steps,
+                   sync.precision, store=ctx.store, address=ctx.address, timeout_s=ctx.timeout_s)
 
     def step(self, inp: StepInput, optimizer: torch.optim.Optimizer) -> StepResult:
         return self._region_step(inp, optimizer)

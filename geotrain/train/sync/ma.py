@@ -27,8 +27,9 @@ from concurrent.futures import ThreadPoolExecutor
 import torch
 from torch import nn
 
+from geotrain.domain import SyncSettings
 from geotrain.train.sync.base import (
-    ByteCounter, RegionalTraining, RoundClock, StepInput, StepResult, assign, flat_parameters, parameter_bytes,
+    ByteCounter, RegionalTraining, SyncContext, RoundClock, StepInput, StepResult, assign, flat_parameters, parameter_bytes,
     region_groups, wire_dtype,
 )
 
@@ -37,7 +38,7 @@ class ModelAveragingSync(RegionalTraining):
     name = "ma"
 
     def __init__(self, model: nn.Module, loss_fn: Callable, rank: int, world: int, counter: ByteCounter,
-                 regions: Sequence[str], averaging_pushes: int, precision: str = "fp32", *,
+                 regions: Sequence[str], averaging_pushes: int, precision: str, *,
                  micro_batches: int, store: object | None = None, address: str = "127.0.0.1",
                  timeout_s: float = 60.0) -> None:
         self.raw = self.model = model
@@ -57,6 +58,12 @@ class ModelAveragingSync(RegionalTraining):
         self._averaged_at = -1
         self.mesh = self._leaders_mesh("ma", store, address, timeout_s)
         self.averager = ThreadPoolExecutor(1, thread_name_prefix="ma-average") if self.mesh is not None else None
+
+    @classmethod
+    def from_settings(cls, sync: SyncSettings, ctx: SyncContext) -> ModelAveragingSync:
+        return cls(ctx.model, ctx.loss_fn, ctx.rank, ctx.world, ctx.counter, ctx.regions, sync.averaging_pushes,
+                   sync.precision, micro_batches=ctx.micro_batches, store=ctx.store, address=ctx.address,
+                   timeout_s=ctx.timeout_s)
 
     def step(self, inp: StepInput, optimizer: torch.optim.Optimizer) -> StepResult:
         return self._region_step(inp, optimizer)
