@@ -376,6 +376,7 @@ class Launcher:
                 "GEOTRAIN_REGION": node.location.region_scope,
                 "GEOTRAIN_NODE_DIR": str(node_dir(self.provider, node.node_id) or ""),
                 "GEOTRAIN_SYNC": json.dumps(t.sync.to_mapping()), "GEOTRAIN_WORKLOAD": self.plan.job.workload,
+                "GEOTRAIN_GENERATION_FILE": name,  # in the node's directory: geotrain.train.api's session
                 "OMP_NUM_THREADS": "1",
                 # across networks a worker binds the node's public address (geotrain.providers.startup)
                 **({"GLOO_SOCKET_IFNAME": PUBLIC_INTERFACE, "NCCL_SOCKET_IFNAME": PUBLIC_INTERFACE} if across else {}),

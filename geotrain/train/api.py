@@ -1,6 +1,28 @@
 """The small API a user's own training script can use when geotrain launches it.
 
-geotrain runs a torchrun-style script unchanged: ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``,
+Train with the plan's sync strategy (any of the five, with the plan's settings): build the model and
+the optimizer as usual and let geotrain wrap them::
+
+    from geotrain.train import api
+
+    model = torchvision.models.resnet18(num_classes=10)
+    opt = api.optimizer(model, torch.optim.SGD(model.parameters(), lr=0.1), batch_size=32, steps=1000)
+    while not opt.done:                      # resumed runs start at the checkpoint's step
+        x, y = dataset_batch(opt.batch_indices(len(dataset)))  # this peer's share, where the run is
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step(loss)                       # synchronise as planned, count, checkpoint
+        opt.zero_grad()
+    opt.close()                              # every peer holds the run's model; the last checkpoint
+    api.finish()
+
+``opt.step`` returns whether the model changed (hivemind trains on until the peers together reach
+the plan's target batch). The launcher's process group is joined for you (gloo, or nccl where
+every rank has a GPU); checkpoints go to ``checkpoint_store()`` with the model, the optimizer, the
+RNG state, the step and the samples, every ``--checkpoint-every`` steps, when a preemption notice
+arrives, and at the end; progress goes where ``report_progress`` sends it.
+
+Or run a torchrun-style script unchanged: ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``,
 ``MASTER_ADDR`` and ``MASTER_PORT`` are set, so ``torch.distributed.init_process_group("gloo")``
 (or "nccl") works as under torchrun. When a node is lost the launcher starts the script again on
 the new set of nodes (a new world size): the script resumes from its own checkpoint. This module
@@ -29,6 +51,91 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import NoReturn
+
+
+class SyncedOptimizer:
+    """A model and its optimizer under the plan's sync strategy (:func:`optimizer` makes it)."""
+
+    def __init__(self, trainer) -> None:  # noqa: ANN001 - geotrain.train.trainer.Trainer
+        self._trainer = trainer
+        self.strategy = trainer.sync.name
+
+    @property
+    def done(self) -> bool:
+        """The run has trained its ``steps`` (asgd-ga across regions: the run's samples)."""
+        return self._trainer.finished
+
+    @property
+    def step_count(self) -> int:
+        """Steps the run has taken (model updates), counted over its generations."""
+        return self._trainer.step_count
+
+    @property
+    def samples(self) -> int:
+        """Samples the run has trained, over every peer and generation."""
+        return self._trainer.samples
+
+    @property
+    def rank(self) -> int:
+        return self._trainer.session.rank
+
+    @property
+    def world_size(self) -> int:
+        return self._trainer.session.world
+
+    def batch_indices(self, dataset_size: int) -> list[int]:
+        """The dataset indices of this peer's next batch: its share of the run's next global batch, in
+        an order fixed by the run's seed, so that a resumed run reads on where it stopped. Hivemind's
+        peers, which take as many batches as their speed allows in a round, read their own stream."""
+        t = self._trainer
+        b, rank, world = t.m, t.session.rank, t.session.world
+        if t.sync.name == "hivemind":  # as the runtime reads: a round's stretch of the data, interleaved by peer
+            position = t.step_count * t.sync.stride + (self._batches_in_round * world + rank) * b
+        else:
+            position = t.step_count * b * world + rank * b
+        return [(position + k) % dataset_size for k in range(b)]
+
+    _batches_in_round = 0
+
+    def step(self, loss: object = None) -> bool:
+        """After ``loss.backward()`` on this peer's batch (``loss``: the batch's mean loss, a tensor or a
+        number, for the ledger). Returns whether the model changed."""
+        value = float(loss.detach()) if hasattr(loss, "detach") else float(loss or 0.0)  # type: ignore[union-attr]
+        changed = self._trainer.step(value, self._trainer.m)
+        self._batches_in_round = 0 if changed else self._batches_in_round + 1
+        return changed
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        self._trainer.optimizer.zero_grad(set_to_none=set_to_none)
+
+    def save(self) -> None:
+        """A checkpoint now, by the rank that holds the run's model."""
+        if self._trainer.session.rank == self._trainer.reporter:
+            self._trainer.save("periodic")
+
+    def close(self) -> None:
+        """The end of training here: the last checkpoint, the process group left."""
+        self._trainer.finish()
+
+
+def optimizer(model, optimizer, *, batch_size: int, steps: int) -> SyncedOptimizer:  # noqa: ANN001
+    """Wrap ``model`` and its torch ``optimizer`` with the plan's sync strategy and settings, from the
+    launch's environment; resume from the newest checkpoint. ``batch_size``: samples of each
+    ``step`` on this peer; ``steps``: the model updates the run takes in all."""
+    import torch
+
+    from geotrain.train.session import Session
+    from geotrain.train.trainer import NoticeWatch, Trainer
+
+    torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
+    notice = NoticeWatch(os.environ.get("GEOTRAIN_NODE_DIR"))
+    session = Session.from_environment()
+    config = session.config
+    trainer = Trainer(session, model, optimizer, loss_fn=None, micro_batches=session.world,
+                      samples_per_micro=batch_size, target_steps=steps, checkpoint_url=checkpoint_url(),
+                      checkpoint_every=config["checkpoint_every"], progress_every=config["progress_every"],
+                      notice=notice)
+    return SyncedOptimizer(trainer)
 
 
 def run_info() -> dict:

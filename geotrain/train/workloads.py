@@ -1,9 +1,16 @@
-"""Built-in workloads that train on a CPU in seconds, with deterministic synthetic data.
+"""Built-in workloads, with deterministic synthetic data.
 
 - ``tiny-cnn``: a small CNN on synthetic 3x32x32 images of 10 classes (labels are a fixed random
   linear function of the pixels, so the loss falls as it learns).
 - ``tiny-lm``: a small causal transformer language model on synthetic tokens drawn from a fixed
   random bigram table (so there is something to learn).
+- The models the planner plans (``geotrain/perf/data/workloads.csv``), as their libraries define them,
+  with random weights (nothing is downloaded): torchvision's ``resnet18``, ``resnet50``,
+  ``resnet152``, ``wide-resnet101-2`` and ``convnext-large`` (1000 classes) on synthetic images of
+  ``IMAGE_SIDE`` pixels (small, so that a CPU trains them; the architecture is the same at any side);
+  Hugging Face's ``roberta-base``, ``roberta-large`` and ``roberta-xlm`` (XLM-RoBERTa-large) masked
+  language models, built from their published configs, on synthetic token sequences of
+  ``SEQUENCE`` tokens, 15% of them masked.
 
 Sample ``i`` of a dataset is a pure function of (seed, i): a resumed run reads exactly the samples
 an uninterrupted run would have read, whichever node reads them.
@@ -64,9 +71,9 @@ def _generator(seed: int, index: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed * 1_000_003 + index)
 
 
-def image_batch(seed: int, first: int, size: int) -> tuple[torch.Tensor, torch.Tensor]:
-    teacher = torch.randn(3 * 32 * 32, 10, generator=torch.Generator().manual_seed(seed))
-    images = torch.stack([torch.randn(3, 32, 32, generator=_generator(seed, first + k)) for k in range(size)])
+def image_batch(seed: int, first: int, size: int, side: int = 32, classes: int = 10) -> tuple[torch.Tensor, torch.Tensor]:
+    teacher = torch.randn(3 * side * side, classes, generator=torch.Generator().manual_seed(seed))
+    images = torch.stack([torch.randn(3, side, side, generator=_generator(seed, first + k)) for k in range(size)])
     labels = (images.flatten(1) @ teacher).argmax(dim=1)
     return images, labels
 
@@ -92,10 +99,87 @@ def _lm_loss(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor
     return nn.functional.cross_entropy(model(x).flatten(0, 1), y.flatten())
 
 
+IMAGE_SIDE = 32  # pixels of the planned vision models' synthetic images
+IMAGENET_CLASSES = 1000
+SEQUENCE = 32  # tokens of the planned language models' synthetic sequences
+MASKED = 0.15  # the share of tokens a masked language model predicts (RoBERTa's)
+
+# the published configs (config.json of the Hugging Face models of these names), without the weights
+ROBERTA = {
+    "roberta-base": dict(vocab_size=50265, hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
+                         intermediate_size=3072),
+    "roberta-large": dict(vocab_size=50265, hidden_size=1024, num_hidden_layers=24, num_attention_heads=16,
+                          intermediate_size=4096),
+    "roberta-xlm": dict(vocab_size=250002, hidden_size=1024, num_hidden_layers=24, num_attention_heads=16,
+                        intermediate_size=4096),  # xlm-roberta-large
+}
+TORCHVISION = {"resnet18": "resnet18", "resnet50": "resnet50", "resnet152": "resnet152",
+               "wide-resnet101-2": "wide_resnet101_2", "convnext-large": "convnext_large"}
+
+
+def torchvision_model(name: str) -> Callable[[], nn.Module]:
+    def build() -> nn.Module:
+        import torchvision
+
+        return getattr(torchvision.models, TORCHVISION[name])(weights=None, num_classes=IMAGENET_CLASSES)
+
+    return build
+
+
+def roberta_model(name: str) -> Callable[[], nn.Module]:
+    def build() -> nn.Module:
+        from transformers import RobertaConfig, RobertaForMaskedLM, XLMRobertaConfig, XLMRobertaForMaskedLM
+
+        config_class, model_class = ((XLMRobertaConfig, XLMRobertaForMaskedLM) if name == "roberta-xlm"
+                                     else (RobertaConfig, RobertaForMaskedLM))
+        config = config_class(max_position_embeddings=514, type_vocab_size=1, layer_norm_eps=1e-5, bos_token_id=0,
+                              pad_token_id=1, eos_token_id=2, **ROBERTA[name])
+        return model_class(config)
+
+    return build
+
+
+def planned_image_batch(seed: int, first: int, size: int) -> tuple[torch.Tensor, torch.Tensor]:
+    return image_batch(seed, first, size, IMAGE_SIDE, IMAGENET_CLASSES)
+
+
+def masked_token_batch(vocab: int) -> Callable[[int, int, int], tuple[torch.Tensor, torch.Tensor]]:
+    """Synthetic sequences (the bigram tokens of ``tiny-lm``, spread over the model's vocabulary past its
+    special tokens) with ``MASKED`` of them replaced by the mask token; labels -100 where not masked."""
+    mask_id, first_ordinary = 4 if vocab < 100_000 else 250001, 5
+
+    def batch(seed: int, first: int, size: int) -> tuple[torch.Tensor, torch.Tensor]:
+        tokens, _ = token_batch(seed, first, size)
+        tokens = (tokens[:, :SEQUENCE] * ((vocab - first_ordinary - 1) // TinyLM.VOCAB)) + first_ordinary
+        picks = torch.stack([torch.rand(tokens.shape[1], generator=_generator(seed + 1, first + k)) for k in range(size)])
+        masked = picks < MASKED
+        inputs = torch.where(masked, torch.full_like(tokens, mask_id), tokens)
+        labels = torch.where(masked, tokens, torch.full_like(tokens, -100))
+        return inputs, labels
+
+    return batch
+
+
+def _masked_lm_loss(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    return model(input_ids=x, labels=y).loss
+
+
 WORKLOADS = {
     "tiny-cnn": TrainWorkload("tiny-cnn", TinyCNN, image_batch, _classification_loss, 32),
     "tiny-lm": TrainWorkload("tiny-lm", TinyLM, token_batch, _lm_loss, 16),
+    **{name: TrainWorkload(name, torchvision_model(name), planned_image_batch, _classification_loss, 32)
+       for name in TORCHVISION},
+    **{name: TrainWorkload(name, roberta_model(name), masked_token_batch(cfg["vocab_size"]), _masked_lm_loss, 32)
+       for name, cfg in ROBERTA.items()},
 }
+
+
+def workload_named(name: str) -> TrainWorkload:
+    """A built-in workload (``geotrain.train.capabilities.WORKLOADS`` names them all)."""
+    try:
+        return WORKLOADS[name]
+    except KeyError:
+        raise ValueError(f"{name!r} is not a built-in workload; choices: {', '.join(WORKLOADS)}") from None
 
 
 def parameter_count(model: nn.Module) -> int:

@@ -77,20 +77,22 @@ def test_the_run_trains_what_the_plan_says_and_three_commands_print_one_cost(tmp
 
 @pytest.mark.slow
 def test_a_substitution_is_recorded_and_shown_everywhere(tmp_path):
-    plan = tmp_path / "plan.json"
-    geotrain("plan", "--workload", "convnext-large", "--strategy", "hivemind", "--target-sps", "50",
-             "--nodes", NODES, "-o", str(plan))
+    plan, job = tmp_path / "plan.json", tmp_path / "job.yaml"
+    job.write_text("name: mine\nworkload: my-gpt\nstrategy: hivemind\nrates: rates.csv\n"
+                   "model: {parameters: 350M, kind: nlp, samples_per_step: 8}\n")  # a model of the user's own
+    (tmp_path / "rates.csv").write_text("workload,accelerator,samples_per_s\nmy-gpt,T4,40\n")
+    geotrain("plan", str(job), "--target-sps", "20", "--nodes", NODES, "-o", str(plan))
     refused = geotrain("launch", str(plan), "--steps", "4", check=False)
     assert refused.returncode == 2 and "--train-workload" in refused.stderr and "Traceback" not in refused.stderr
     assert Ledger().latest_run_id() is None  # refused before anything started
     launched = geotrain("launch", str(plan), "--steps", "8", "--train-workload", "tiny-lm", "--sync", "allreduce")
-    assert "substituted: trains tiny-lm instead of the planned convnext-large" in launched.stdout
+    assert "substituted: trains tiny-lm instead of the planned my-gpt" in launched.stdout
     run_id = Ledger().latest_run_id()
     assert [e.detail["what"] for e in Ledger().events(run_id, kinds=(EventKind.SUBSTITUTED,))] == [
-        "trains tiny-lm instead of the planned convnext-large", "syncs with allreduce instead of the planned hivemind"]
+        "trains tiny-lm instead of the planned my-gpt", "syncs with allreduce instead of the planned hivemind"]
     assert "syncs with allreduce instead of the planned hivemind" in geotrain("status", run_id).stdout
     text = geotrain("cost-report", run_id).stdout
-    assert "substituted  trains tiny-lm instead of the planned convnext-large" in text and "not comparable" in text
+    assert "substituted  trains tiny-lm instead of the planned my-gpt" in text and "not comparable" in text
     assert_no_orphans(run_id)
 
 

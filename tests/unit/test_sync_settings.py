@@ -4,6 +4,7 @@ launch's training all read the same values; what the runtime cannot train is ref
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 import re
 from pathlib import Path
 
@@ -97,22 +98,24 @@ def test_launch_trains_the_plan_or_refuses_with_the_ways_out():
     assert training.global_micro_batches == 2 * plan.nodes
 
     convnext = _plan(SyncSettings(SyncStrategyName.HIVEMIND), workload="convnext-large", provider=None)
+    assert resolve_training(convnext, LaunchOptions()).workload == "convnext-large"  # a planned model: built in
+    own = replace(convnext, job=replace(convnext.job, workload="my-gpt"))  # a model of the user's own
     with pytest.raises(InputError) as refused:
-        resolve_training(convnext, LaunchOptions())
-    assert "convnext-large" in str(refused.value) and "--train-workload" in str(refused.value)
+        resolve_training(own, LaunchOptions())
+    assert "my-gpt" in str(refused.value) and "--train-workload" in str(refused.value)
     assert "after `--`" in str(refused.value)
-    hivemind = resolve_training(convnext, LaunchOptions(train_workload="tiny-cnn"))  # the runtime runs every strategy
-    assert hivemind.sync == convnext.sync
-    assert hivemind.substitutions == ("trains tiny-cnn instead of the planned convnext-large",)
-    stand_in = resolve_training(convnext, LaunchOptions(train_workload="tiny-cnn", sync="local-sgd"))
+    hivemind = resolve_training(own, LaunchOptions(train_workload="tiny-cnn"))  # the runtime runs every strategy
+    assert hivemind.sync == own.sync
+    assert hivemind.substitutions == ("trains tiny-cnn instead of the planned my-gpt",)
+    stand_in = resolve_training(own, LaunchOptions(train_workload="tiny-cnn", sync="local-sgd"))
     assert stand_in.workload == "tiny-cnn" and stand_in.sync.strategy is SyncStrategyName.LOCAL_SGD
-    assert stand_in.substitutions == ("trains tiny-cnn instead of the planned convnext-large",
+    assert stand_in.substitutions == ("trains tiny-cnn instead of the planned my-gpt",
                                       "syncs with local-sgd instead of the planned hivemind")
-    assert stand_in.sync.target_batch_size == convnext.sync.target_batch_size  # the other knobs stay the plan's
-    user = resolve_training(convnext, LaunchOptions(command=("python", "train.py")))
+    assert stand_in.sync.target_batch_size == own.sync.target_batch_size  # the other knobs stay the plan's
+    user = resolve_training(own, LaunchOptions(command=("python", "train.py")))
     assert user.workload == "python train.py" and user.substitutions == ()
-    with pytest.raises(InputError, match="--train-workload: 'resnet50' is not a built-in workload"):
-        resolve_training(convnext, LaunchOptions(train_workload="resnet50"))
+    with pytest.raises(InputError, match="--train-workload: 'resnet51' is not a built-in workload"):
+        resolve_training(own, LaunchOptions(train_workload="resnet51"))
     int8 = _plan(SyncSettings(SyncStrategyName.ALLREDUCE, precision="int8"))
     with pytest.raises(InputError, match="int8 on the wire"):
         resolve_training(int8, LaunchOptions())
@@ -132,7 +135,7 @@ def test_cli_flags_override_the_spec_and_defaults_stay_the_domains(tmp_path):
     assert load_plan(out).sync == SyncSettings(SyncStrategyName.ALLREDUCE, local_steps=9)
     bad = runner.invoke(app, ["plan", str(path), "--precision", "fp64", "--nodes", NODES, "--provider", "local"])
     assert bad.exit_code == 2 and "precision" in bad.stderr
-    refused = runner.invoke(app, ["launch", str(out), "--train-workload", "resnet50"])
+    refused = runner.invoke(app, ["launch", str(out), "--train-workload", "resnet51"])
     assert refused.exit_code == 2 and "is not a built-in workload" in refused.stderr
 
 

@@ -26,7 +26,10 @@ import torch.distributed as dist
 from torch import nn
 
 from geotrain.domain import SyncSettings
-from geotrain.train.sync.base import ByteCounter, SyncContext, RoundClock, StepInput, StepResult, Timer, parameter_bytes, wire_dtype
+from geotrain.train.sync.base import (
+    ByteCounter, RoundClock, StepInput, StepResult, SyncContext, Timer, assign, parameter_bytes, sample_mean_gradient,
+    wire_dtype,
+)
 
 
 def _compressed_all_reduce_hook(dtype: torch.dtype):  # noqa: ANN202
@@ -57,10 +60,9 @@ class DDPSync:
     def __init__(self, model: nn.Module, loss_fn: Callable, rank: int, world: int, counter: ByteCounter,
                  precision: str) -> None:
         self.raw = model
-        dtype = wire_dtype(precision)
-        self.model = nn.parallel.DistributedDataParallel(model) if world > 1 else model
-        if world > 1 and dtype != torch.float32:
-            self.model.register_comm_hook(None, _compressed_all_reduce_hook(dtype))
+        self.dtype = dtype = wire_dtype(precision)
+        self.params = [p for p in model.parameters()]
+        self._ddp: nn.Module | None = None  # DDP wraps the model at the first step() (apply() needs no wrapper)
         self.loss_fn = loss_fn
         self.rank, self.world, self.counter = rank, world, counter
         self.members = list(range(world))
@@ -73,6 +75,30 @@ class DDPSync:
         if ctx.deterministic:
             return DeterministicSync(ctx.model, ctx.loss_fn, ctx.rank, ctx.world, ctx.counter, ctx.micro_batches)
         return cls(ctx.model, ctx.loss_fn, ctx.rank, ctx.world, ctx.counter, sync.precision)
+
+    @property
+    def model(self) -> nn.Module:
+        """DDP around the model (the gradient all-reduce in the backward pass), made at first use."""
+        if self._ddp is None:
+            self._ddp = self.raw
+            if self.world > 1:
+                self._ddp = nn.parallel.DistributedDataParallel(self.raw)
+                if self.dtype != torch.float32:
+                    self._ddp.register_comm_hook(None, _compressed_all_reduce_hook(self.dtype))
+        return self._ddp
+
+    def apply(self, optimizer: torch.optim.Optimizer, samples: int, loss: float) -> StepResult:
+        """The caller's gradient (of its own model, not DDP's) averaged over every rank's samples."""
+        self.clock.begin()
+        grads, total = sample_mean_gradient(self.params, samples, self.dtype, None, self.world)
+        if self.world > 1:
+            assign(self.params, grads, grad=True)
+            self.counter.ring(self.rank, self.members, self.payload, 2 * (self.world - 1) / self.world)
+        with Timer(self.clock):
+            optimizer.step()
+        self.clock.steps += 1
+        self.clock.end()
+        return StepResult(loss, total)
 
     def step(self, inp: StepInput, optimizer: torch.optim.Optimizer) -> StepResult:
         self.clock.begin()
@@ -102,8 +128,8 @@ class DDPSync:
         # the comm hook's futures, which hold Python callbacks; freed only at the interpreter's
         # finalization, gloo's threads took a dying interpreter's GIL and the worker aborted (SIGABRT)
         # after it had trained (3 of 18 three-node rehearsals whose nodes were held to CPU shares)
-        if self.model is not self.raw:
-            self.model = self.raw
+        if self._ddp is not None and self._ddp is not self.raw:
+            self._ddp = self.raw
             gc.collect()
 
 
@@ -159,6 +185,10 @@ class DeterministicSync:
         self.clock.steps += 1
         self.clock.end()
         return StepResult(float(loss_sum / self.M), inp.global_samples)
+
+    def apply(self, optimizer: torch.optim.Optimizer, samples: int, loss: float) -> StepResult:
+        raise ValueError("a deterministic run trains the runtime's own micro-batches; a script's gradient "
+                         "goes through DDPSync.apply")
 
     def after_step(self, step: int, *, final: bool = False) -> bool:
         return final

@@ -270,6 +270,14 @@ class AsgdGASync(RegionalTraining):
             samples += self.server.count(self.region_samples)
         return StepResult(result.loss, samples)
 
+    def apply(self, optimizer: torch.optim.Optimizer, samples: int, loss: float) -> StepResult:
+        """:meth:`step` when the caller computed the gradient of this rank's ``samples``."""
+        region = self._region_apply(optimizer, samples, self.weight)
+        if not self.across:
+            return StepResult(loss, region * self.world // len(self.my_members))
+        self.since_push += region
+        return StepResult(loss, region + (self.server.count(region) if self.server is not None else 0))
+
     def after_step(self, step: int, *, final: bool = False) -> bool:
         """At a region's boundary (every ``A`` of its steps): push, and across regions end the region
         when the run's budget has nothing left; the run's last boundary takes every rank to the home

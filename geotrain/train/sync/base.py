@@ -13,6 +13,7 @@ the wire's own counters replace these (``geotrain.wan``).
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections import defaultdict
@@ -73,6 +74,23 @@ def all_reduce_mean(flat: torch.Tensor, dtype: torch.dtype, n: int, group=None) 
     wire = flat.to(dtype) if flat.dtype != dtype else flat
     dist.all_reduce(wire, group=group)
     return wire.to(flat.dtype).div_(n) if wire is not flat else wire.div_(n)
+
+
+def sample_mean_gradient(params: Sequence[torch.Tensor], samples: int, dtype: torch.dtype, group=None,  # noqa: ANN001
+                         n: int = 1) -> tuple[torch.Tensor, int]:
+    """The mean gradient over every sample the group's ranks trained, and their count, when each rank's
+    ``.grad`` is the mean over its own ``samples`` (a loss averaged over its batch, then backward): the
+    sums are all-reduced in ``dtype``, the counts exactly. Ranks with unequal batches weigh by their
+    samples, as one big batch would."""
+    flat = flat_gradients(params)
+    if n < 2:
+        return flat, samples
+    count = torch.tensor([samples], dtype=torch.int64)
+    dist.all_reduce(count, group=group)
+    total = int(count.item())
+    wire = (flat * (samples * n / total)).to(dtype)  # the sum over ranks of the weighted gradients, then /n
+    dist.all_reduce(wire, group=group)
+    return wire.to(flat.dtype).div_(n), total
 
 
 def flat_parameters(params: Sequence[torch.Tensor]) -> torch.Tensor:
@@ -183,6 +201,12 @@ class Sync(Protocol):
 
     def step(self, inp: StepInput, optimizer: torch.optim.Optimizer) -> StepResult: ...
 
+    def apply(self, optimizer: torch.optim.Optimizer, samples: int, loss: float) -> StepResult | None:
+        """The same step when the caller computed the gradient (a user's script through
+        :mod:`geotrain.train.api`): ``.grad`` holds the mean over this rank's ``samples``. Synchronise
+        it as the strategy does and step the optimizer; None when the strategy trains on before it
+        updates (hivemind, until the peers reach the target batch)."""
+
     def after_step(self, step: int, *, final: bool = False) -> bool:
         """After step ``step`` (1-based count of steps done); ``final``: the run's step target is
         reached, after which every rank must hold the same model. Returns whether the run ends here:
@@ -246,32 +270,36 @@ class RegionalTraining:
         return Mesh(name, self.rank, self.leaders, store, address, self.counter, timeout_s)
 
     def _region_step(self, inp: StepInput, optimizer: torch.optim.Optimizer, weight: float = 1.0) -> StepResult:
-        """This rank's micro-batches forward and backward, the gradient averaged over the region (an
-        all-reduce inside it), scaled by ``weight``, and the optimizer's step."""
+        """This rank's micro-batches forward and backward, then :meth:`_region_apply` (the lock held
+        throughout: a parameter server changes the parameters only between two steps)."""
         self.clock.begin()
-        if self.lock is not None:
-            self.lock.acquire()
-        try:
+        with self.lock if self.lock is not None else contextlib.nullcontext():
             optimizer.zero_grad(set_to_none=True)
             x = torch.cat([b[0] for b in inp.batches])
             y = torch.cat([b[1] for b in inp.batches])
             with Timer(self.clock):
                 loss = self.loss_fn(self.model, x, y)
                 loss.backward()
+            self._region_apply(optimizer, x.shape[0], weight, locked=True)
+        return StepResult(float(loss.detach()), inp.global_samples)
+
+    def _region_apply(self, optimizer: torch.optim.Optimizer, samples: int, weight: float = 1.0, *,
+                      locked: bool = False) -> int:
+        """The gradient averaged over the region's samples (an all-reduce inside it), scaled by
+        ``weight``, and the optimizer's step; returns the samples the region trained."""
+        self.clock.begin()
+        with self.lock if self.lock is not None and not locked else contextlib.nullcontext():
             n = len(self.my_members)
+            total = samples
             if n > 1 or weight != 1.0:
-                grads = flat_gradients(self.params)
+                grads, total = sample_mean_gradient(self.params, samples, self.dtype, self.group, n)
                 if n > 1:
-                    grads = all_reduce_mean(grads, self.dtype, n, self.group)
                     self.counter.ring(self.rank, self.my_members, self.payload, 2 * (n - 1) / n)
                 assign(self.params, grads * weight if weight != 1.0 else grads, grad=True)
             with Timer(self.clock):
                 optimizer.step()
-        finally:
-            if self.lock is not None:
-                self.lock.release()
         self.clock.steps += 1
-        return StepResult(float(loss.detach()), inp.global_samples)
+        return total
 
     def _broadcast_in_region(self) -> None:
         """The region leader's model to the region's other ranks (fp32; a tree broadcast, counted once)."""

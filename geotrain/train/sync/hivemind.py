@@ -164,6 +164,9 @@ class HivemindSync:
                 raise ValueError("hivemind with more than one peer needs the run's store to connect the peers")
             self.mesh = Mesh("hivemind", rank, range(world), store, address, counter, timeout_s)
             self.progress = PeerProgress(rank, world, store, address, counter, timeout_s)
+        self._round = 0  # apply(): the round under way, its gradient sum, samples, loss sum, start
+        self._sum: torch.Tensor | None = None
+        self._local, self._loss_sum, self._first, self._since = 0, 0.0, 0.0, 0.0
 
     @classmethod
     def from_settings(cls, sync: SyncSettings, ctx: SyncContext) -> HivemindSync:
@@ -206,9 +209,41 @@ class HivemindSync:
                 break
         if self.progress is not None:
             self.progress.tell(k, 0, 0.0)  # ended: the others stop extrapolating this peer
+        return self._average_and_step(optimizer, flat_gradients(self.params), local, loss_sum)
+
+    def apply(self, optimizer: torch.optim.Optimizer, samples: int, loss: float) -> StepResult | None:
+        """The caller's gradient (the mean over its ``samples``) joins this round's sum; when the peers
+        together reach the target batch, the round averages and steps (as :meth:`step`, whose loop
+        this is, one micro-batch per call)."""
+        self.clock.begin()
+        k = self._round
+        now = time.perf_counter()
+        if self._sum is None:
+            if self.progress is not None:
+                self.progress.forget(k)
+            self._sum, self._local, self._loss_sum = torch.zeros_like(flat_gradients(self.params)), 0, 0.0
+            self._first, self._since = now, time.time()
+        elif now > self._first:
+            self.samples_per_s = self._local / (now - self._first)
+        self._sum += flat_gradients(self.params) * (samples / self.tbs)  # a share of the round's mean
+        self._local += samples
+        self._loss_sum += loss * samples
+        if self.progress is not None:
+            self.progress.tell(k, samples, self.samples_per_s)
+        if not self._reached(k, self._local, self._since):
+            return None
+        if self.progress is not None:
+            self.progress.tell(k, 0, 0.0)  # ended: the others stop extrapolating this peer
+        flat, local, loss_sum, self._sum = self._sum, self._local, self._loss_sum, None
+        self._round += 1
+        return self._average_and_step(optimizer, flat, local, loss_sum)
+
+    def _average_and_step(self, optimizer: torch.optim.Optimizer, flat: torch.Tensor, local: int,
+                          loss_sum: float) -> StepResult:
+        """End this peer's round: the peers' gradient sums and sample counts averaged (the butterfly),
+        one optimizer step."""
         total = local
-        flat = flat_gradients(self.params)
-        if self.mesh is not None:  # the butterfly: the peers' gradient sums and sample counts
+        if self.mesh is not None:
             flat, total = self.mesh.all_reduce(flat, self.dtype, count=local)
         assign(self.params, flat * (self.tbs / total), grad=True)
         with Timer(self.clock):

@@ -50,6 +50,9 @@ class LocalSGDSync(RegionalTraining):
     def step(self, inp: StepInput, optimizer: torch.optim.Optimizer) -> StepResult:
         return self._region_step(inp, optimizer)
 
+    def apply(self, optimizer: torch.optim.Optimizer, samples: int, loss: float) -> StepResult:
+        return StepResult(loss, self._region_apply(optimizer, samples) * self.world // len(self.my_members))
+
     def after_step(self, step: int, *, final: bool = False) -> bool:
         """Every H steps, and after the run's last step: average the parameters of all ranks."""
         if step % self.H and not final:

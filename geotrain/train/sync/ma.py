@@ -68,6 +68,9 @@ class ModelAveragingSync(RegionalTraining):
     def step(self, inp: StepInput, optimizer: torch.optim.Optimizer) -> StepResult:
         return self._region_step(inp, optimizer)
 
+    def apply(self, optimizer: torch.optim.Optimizer, samples: int, loss: float) -> StepResult:
+        return StepResult(loss, self._region_apply(optimizer, samples) * self.world // len(self.my_members))
+
     def after_step(self, step: int, *, final: bool = False) -> bool:
         if step % self.K and not final:
             return False
