@@ -9,8 +9,8 @@
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
-# CPU-only machines elsewhere: make demo (or test) TORCH="torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu"
-TORCH  ?= torch==2.13.0
+# CPU-only machines elsewhere: make demo (or test) TORCH="torch==2.14.1 torchvision==0.29.1 --index-url https://download.pytorch.org/whl/cpu"
+TORCH  ?= torch==2.14.1 torchvision==0.29.1
 PIP    := $(BIN)/python -m pip install --quiet --disable-pip-version-check
 # make test's pytest-xdist workers (auto: one per core); make test-all's JUnit report, which
 # scripts/check_suite.py reads
@@ -72,12 +72,12 @@ $(BIN)/python:
 
 $(VENV)/.demo-installed: pyproject.toml | $(BIN)/python
 	$(PIP) $(TORCH)
-	$(PIP) -e '.[train,plot]'
+	$(PIP) -e '.[train,models,plot]'
 	@touch $@
 
 $(VENV)/.test-installed: pyproject.toml | $(BIN)/python
 	$(PIP) $(TORCH)
-	$(PIP) -e '.[aws,gcp,azure,train,plot,dev]'
+	$(PIP) -e '.[aws,gcp,azure,train,models,plot,dev]'
 	@touch $@ $(VENV)/.demo-installed
 
 clean:

@@ -73,9 +73,13 @@ class HomeServer:
     and replies with the change since its last reply and what the budget has left."""
 
     def __init__(self, params: Sequence[torch.Tensor], dtype: torch.dtype, address: str, counter: ByteCounter,
-                 samples_left: int) -> None:
+                 samples_left: int, *, deferred: bool = False) -> None:
         self.params, self.dtype, self.counter = list(params), dtype, counter
         self.lock = threading.Lock()
+        # deferred: the pushes wait in ``inbox`` until the home region's training thread folds them in
+        # (:meth:`fold`), because a user's script computes its gradient outside the lock and a change
+        # of the parameters in place meanwhile would break its backward pass
+        self.inbox: torch.Tensor | None = torch.zeros_like(flat_parameters(self.params)) if deferred else None
         self.left = samples_left  # the budget less every region's samples applied so far (under ``lock``)
         self.pushed = 0  # samples of the pushes applied since the home leader last took them (under ``lock``)
         self.listener = socket.create_server((address, 0))
@@ -117,8 +121,13 @@ class HomeServer:
             while True:
                 k, update, samples = link.recv(self.dtype)
                 with self.lock:
-                    assign(self.params, flat_parameters(self.params) + update)
-                    change = (flat_parameters(self.params) - told).to(self.dtype)
+                    if self.inbox is None:
+                        assign(self.params, flat_parameters(self.params) + update)
+                        home = flat_parameters(self.params)
+                    else:
+                        self.inbox += update
+                        home = flat_parameters(self.params) + self.inbox
+                    change = (home - told).to(self.dtype)
                     self.left -= samples
                     self.pushed += samples
                     left = self.left
@@ -126,6 +135,12 @@ class HomeServer:
                 self.counter.to(src, link.send(k, change, left))
         except (ConnectionError, OSError):
             link.close()
+
+    def fold(self) -> None:
+        """Apply the pushes waiting in the inbox to the parameters (the training thread, holding ``lock``)."""
+        if self.inbox is not None and bool(self.inbox.any()):
+            assign(self.params, flat_parameters(self.params) + self.inbox)
+            self.inbox.zero_()
 
     def count(self, own: int) -> int:
         """Count ``own`` samples the home region trained; the samples of the pushes applied since the
@@ -207,7 +222,7 @@ class AsgdGASync(RegionalTraining):
                  regions: Sequence[str], accumulation_steps: int, precision: str, *,
                  micro_batches: int, samples_per_micro: int = 1, samples_left: int | None = None,
                  staleness: int = 1, rates: Sequence[float] | None = None, store: object | None = None,
-                 address: str = "127.0.0.1", timeout_s: float = 60.0) -> None:
+                 address: str = "127.0.0.1", timeout_s: float = 60.0, caller_computes: bool = False) -> None:
         self.raw = self.model = model
         self.loss_fn = loss_fn
         self.rank, self.world, self.counter = rank, world, counter
@@ -243,7 +258,8 @@ class AsgdGASync(RegionalTraining):
             if store is None:
                 raise ValueError("asgd-ga across regions needs the run's store to find the home server")
             if self.is_home:
-                self.server = HomeServer(self.params, self.dtype, address, counter, samples_left)
+                self.server = HomeServer(self.params, self.dtype, address, counter, samples_left,
+                                         deferred=caller_computes)
                 self.lock = self.server.lock  # the server applies pushes between the region's steps
                 store.set(SERVER_KEY, self.server.address)
             else:
@@ -256,7 +272,7 @@ class AsgdGASync(RegionalTraining):
         return cls(ctx.model, ctx.loss_fn, ctx.rank, ctx.world, ctx.counter, ctx.regions, sync.accumulation_steps,
                    sync.precision, micro_batches=ctx.micro_batches, samples_per_micro=ctx.samples_per_micro,
                    samples_left=ctx.samples_left, staleness=sync.staleness, rates=ctx.rates, store=ctx.store,
-                   address=ctx.address, timeout_s=ctx.timeout_s)
+                   address=ctx.address, timeout_s=ctx.timeout_s, caller_computes=ctx.loss_fn is None)
 
     def step(self, inp: StepInput, optimizer: torch.optim.Optimizer) -> StepResult:
         """One step of this region's share; across regions its samples are the region's (the home
@@ -272,6 +288,9 @@ class AsgdGASync(RegionalTraining):
 
     def apply(self, optimizer: torch.optim.Optimizer, samples: int, loss: float) -> StepResult:
         """:meth:`step` when the caller computed the gradient of this rank's ``samples``."""
+        if self.server is not None:
+            with self.lock:
+                self.server.fold()
         region = self._region_apply(optimizer, samples, self.weight)
         if not self.across:
             return StepResult(loss, region * self.world // len(self.my_members))
@@ -292,6 +311,9 @@ class AsgdGASync(RegionalTraining):
             self.ended = True
             if self.world > 1:
                 dist.barrier()  # every push is applied at home (its reply came back) before the home model is taken
+                if self.server is not None:
+                    with self.lock:
+                        self.server.fold()
                 flat = flat_parameters(self.params)
                 dist.broadcast(flat, src=self.home_leader)
                 assign(self.params, flat)

@@ -141,7 +141,7 @@ class SyncContext:
     transport, and what the run has left (``samples_left``: asgd-ga across regions ends on it)."""
 
     model: nn.Module
-    loss_fn: Callable
+    loss_fn: Callable | None  # None: the caller computes each gradient (a user's script, ``apply``)
     rank: int
     world: int
     counter: ByteCounter
