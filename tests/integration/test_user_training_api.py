@@ -99,3 +99,25 @@ def test_a_user_script_resumes_from_its_checkpoint_after_a_preemption(tmp_path, 
     assert restored and restored[-1].detail["step"] in (4, 6, 8), restored  # the last checkpoint before the loss
     ended = check_run(run_id, strategy)
     assert {s for s, _, _ in ended} == {STEPS}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("workload", ["resnet50", "roberta-base"])
+def test_launch_of_a_planned_model_trains_that_model(tmp_path, workload):
+    """No stand-in: a plan for resnet50 (or roberta-base) launches the built-in runtime on torchvision's
+    ResNet-50 (Hugging Face's RoBERTa-base), small synthetic inputs on the CPU, and checkpoints it."""
+    from geotrain.train.checkpoint import CheckpointStore
+    from geotrain.train.workloads import workload_named
+
+    out = tmp_path / "plan.json"
+    geotrain("plan", "--workload", workload, "--strategy", "allreduce", "--target-sps", "1",
+             "--nodes", "aws/usw2-az1/g4dn.xlarge,aws/usw2-az2/g4dn.xlarge", "-o", str(out))
+    result = geotrain("launch", str(out), "--yes", "--steps", "3", "--checkpoint-every", "3")
+    run_id = Ledger().latest_run_id()
+    assert f"trains {workload} with allreduce" in result.stdout and "substituted" not in result.stdout, result.stdout
+    assert Ledger().run(run_id).workload == workload
+    store = CheckpointStore(Ledger().run(run_id).checkpoint_url)
+    state = store.load(store.latest())
+    model = workload_named(workload).build_model()
+    assert state["step"] == 3 and set(state["model"]) == set(model.state_dict())  # that model's weights
+    assert_no_orphans(run_id)
