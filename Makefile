@@ -54,6 +54,7 @@ bench: $(VENV)/.test-installed
 	$(BIN)/python bench/launch.py
 	$(BIN)/python bench/plan_vs_actual.py
 	$(BIN)/python bench/chaos.py
+	$(BIN)/python bench/recovery.py
 	$(BIN)/python bench/bad_inputs.py
 	$(BIN)/python bench/capacity.py
 	$(BIN)/python bench/simulate.py
