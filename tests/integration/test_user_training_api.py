@@ -9,6 +9,7 @@ checkpoint in a new generation and still ends on one model."""
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -30,7 +31,7 @@ DONE = re.compile(r"done: (\d+) steps, (\d+) samples, parameters sum (-?[0-9.]+)
 
 def geotrain(*args: str, check: bool = True) -> subprocess.CompletedProcess:
     result = subprocess.run([sys.executable, "-m", "geotrain", *args], capture_output=True, text=True, timeout=600,
-                            cwd=ROOT)
+                            cwd=ROOT, env={**os.environ, "COLUMNS": "200"})
     if check and result.returncode != 0:
         raise AssertionError(f"geotrain {' '.join(args)} exited {result.returncode}:\n{result.stdout}\n{result.stderr}")
     return result
@@ -80,7 +81,7 @@ CASES = [pytest.param(w, s.value, marks=() if (w, s.value) in FAST else pytest.m
 def test_a_user_script_trains_on_three_nodes_with_the_planned_strategy(tmp_path, script, strategy):
     workload = "resnet18" if script == "resnet18" else "roberta-base"  # the plan's model; the script trains its own
     run_id, result = launch(plan(tmp_path, strategy, workload), SCRIPTS[script])
-    assert f"with {strategy} (" in result.stdout, result.stdout
+    assert f"with {strategy} (" in " ".join(result.stdout.split()), result.stdout  # however the lines wrap
     ended = check_run(run_id, strategy)
     if strategy != SyncStrategyName.ASGD_GA:  # asgd-ga's regions take the steps their pace allows
         assert {s for s, _, _ in ended} == {STEPS}, ended
@@ -114,7 +115,8 @@ def test_launch_of_a_planned_model_trains_that_model(tmp_path, workload):
              "--nodes", "aws/usw2-az1/g4dn.xlarge,aws/usw2-az2/g4dn.xlarge", "-o", str(out))
     result = geotrain("launch", str(out), "--yes", "--steps", "3", "--checkpoint-every", "3")
     run_id = Ledger().latest_run_id()
-    assert f"trains {workload} with allreduce" in result.stdout and "substituted" not in result.stdout, result.stdout
+    said = " ".join(result.stdout.split())  # however the lines wrap
+    assert f"trains {workload} with allreduce" in said and "substituted" not in said, result.stdout
     assert Ledger().run(run_id).workload == workload
     store = CheckpointStore(Ledger().run(run_id).checkpoint_url)
     state = store.load(store.latest())
