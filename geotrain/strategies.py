@@ -22,11 +22,12 @@ class StrategyEntry:
     perf_class: str  # "module:Class" of the perf model (geotrain.perf.strategies)
     runtime_class: str  # "module:Class" of the training runtime (geotrain.train.sync)
     knob: str | None  # the SyncSettings field that sets the round (None: every step)
+    elastic: bool = False  # peers leave and join a running generation (no process group, no restart)
 
 
 STRATEGIES: dict[SyncStrategyName, StrategyEntry] = {e.name: e for e in (
     StrategyEntry(SyncStrategyName.HIVEMIND, "geotrain.perf.strategies:Hivemind",
-                  "geotrain.train.sync.hivemind:HivemindSync", "target_batch_size"),
+                  "geotrain.train.sync.hivemind:HivemindSync", "target_batch_size", elastic=True),
     StrategyEntry(SyncStrategyName.ALLREDUCE, "geotrain.perf.strategies:AllReduce",
                   "geotrain.train.sync.allreduce:DDPSync", None),
     StrategyEntry(SyncStrategyName.LOCAL_SGD, "geotrain.perf.strategies:LocalSGD",

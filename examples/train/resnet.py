@@ -24,12 +24,18 @@ def synthetic(size: int, seed: int = 0) -> torch.utils.data.TensorDataset:
     return torch.utils.data.TensorDataset(images, (images.flatten(1) @ teacher).argmax(dim=1))
 
 
+def checksum(model: torch.nn.Module) -> float:
+    """The sum of the parameters: the same on every peer after a round."""
+    return float(sum(p.detach().double().sum() for p in model.parameters()))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--model", default="resnet18")
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--lr", type=float, default=0.01)
+    parser.add_argument("--log-every", type=int, default=10, help="steps between two lines of progress")
     parser.add_argument("--images", help="an image folder (one sub-folder per class) instead of synthetic data")
     args = parser.parse_args()
 
@@ -51,12 +57,11 @@ def main() -> None:
         y = torch.tensor([int(b[1]) for b in batch])
         loss = F.cross_entropy(model(x), y)
         loss.backward()
-        if opt.step(loss) and opt.step_count % 10 == 0:
-            print(f"step {opt.step_count} loss {loss.item():.3f}", flush=True)
+        if opt.step(loss) and opt.step_count % args.log_every == 0:
+            print(f"step {opt.step_count} loss {loss.item():.3f} parameters sum {checksum(model):.6f}", flush=True)
         opt.zero_grad()
     opt.close()
-    checksum = float(sum(p.detach().double().sum() for p in model.parameters()))  # the same on every peer
-    print(f"done: {opt.step_count} steps, {opt.samples} samples, parameters sum {checksum:.6f}", flush=True)
+    print(f"done: {opt.step_count} steps, {opt.samples} samples, parameters sum {checksum(model):.6f}", flush=True)
     api.finish()
 
 

@@ -45,6 +45,8 @@ from geotrain.domain import Objective, Offer, Plan
 from geotrain.errors import GeotrainError, ProviderError, RunError
 from geotrain.files import atomic_write_text, geotrain_home
 from geotrain.launcher.boot import boot_generation, release_all
+from geotrain.launcher.dht import DhtBootstrap
+from geotrain.launcher.elastic import replace_lost
 from geotrain.launcher.injector import Injector
 from geotrain.launcher.metering import WireMeter
 from geotrain.launcher.options import LaunchOptions, RunOutcome, Status
@@ -60,8 +62,9 @@ from geotrain.launcher.workers import (check_checkpoint_url, check_from_nodes, g
                                       last_words, node_dir, open_store, store_host)
 from geotrain.train.ledger_relay import RELAY_ENV, RELAY_STORE, drain, relay_env
 from geotrain.train.progress import completed_reason
-from geotrain.train.worker_env import free_port, node_env, worker_env
+from geotrain.train.worker_env import DHT_PEERS_ENV, JOINING_ENV, free_port, node_env, worker_env
 from geotrain.ledger import EventKind, Ledger, RunStatus
+from geotrain.strategies import entry
 from geotrain.providers.base import Networked, NodeInfo, NodeLink, NodeProcess, NodeState, PeerRules, Provider
 from geotrain.providers.startup import PUBLIC_INTERFACE
 
@@ -105,7 +108,9 @@ class Launcher:
         self.training_started_at: float | None = None
         self._stop_reason: str | None = None
         self._procs: dict[str, NodeProcess] = {}
-        self.members: list[NodeInfo] = []
+        self.members: list[NodeInfo] = []  # the generation's nodes by rank
+        self.departed: set[str] = set()  # members an elastic generation lost and has not replaced
+        self._dht: DhtBootstrap | None = None  # an elastic strategy's DHT bootstrap peer (hivemind)
         self.peers: list[str] = []  # where the members reach each other, head first
         self._store = None
         self._relayed: dict[int, int] = {}
@@ -199,6 +204,9 @@ class Launcher:
         self._wire = WireMeter(self.provider, self.ledger, self.run_id)
         self._dist = dist
         self._store_secret = secrets.token_hex(16)
+        if entry(self.training.sync.strategy).elastic and network is None:  # peers join through it
+            self._dht = DhtBootstrap(self.run_dir, "127.0.0.1" if self.provider.capabilities.shared_host
+                                     or isinstance(self.provider, NodeLink) else "0.0.0.0")
         injector = Injector(self)
         injector.start()
         try:
@@ -216,6 +224,9 @@ class Launcher:
                 for sig, handler in previous.items():
                     signal.signal(sig, handler)
             self._store = None
+            if self._dht is not None:
+                self._dht.close()
+                self._dht = None
 
     # -- the loop -------------------------------------------------------------------------------
 
@@ -322,20 +333,12 @@ class Launcher:
     def _start_generation(self, members: list[NodeInfo]) -> bool:
         """Start one worker per member. False: a member died before its worker started (a boot
         failure, met by blocking its zone and re-planning), or a stop was asked while they booted."""
-        self.members = members
-        if not boot_generation(self, members):  # every member's agent answers (in parallel, stoppable)
+        self.members, self.departed = members, set()
+        if not self.ready(members):
             return False
-        if not self.provider.capabilities.shared_host:  # the nodes can write the checkpoint store
-            check_from_nodes(self.provider, [n for n in members if n.node_id not in self.probed],
-                             self.options.checkpoint_url or "", self.run_dir / "logs", stop=lambda: self.stop_requested,
-                             envs=dict(self.plan.job.task.envs) if self.plan.job.task else None)
-            self.probed.update(n.node_id for n in members)
         world = len(members)
         t = self.training
-        table = [{
-            "node_id": n.node_id, "rank": r, "region": n.location.region_scope, "region_name": n.location.region,
-            "zone": n.location.zone, "cloud": n.location.cloud, "continent": n.location.continent.value,
-        } for r, n in enumerate(members)]
+        table = [{**node_row(n), "rank": r} for r, n in enumerate(members)]
         config = {
             "run_id": self.run_id, "generation": self.generation, "workload": t.workload,
             "sync": t.sync.to_mapping(), "deterministic": self.options.deterministic,
@@ -354,64 +357,15 @@ class Launcher:
         text = json.dumps(config, indent=2)
         atomic_write_text(self.run_dir / name, text)  # the run's record; each node gets its own copy
         master_port = free_port()
-        shared = self.provider.capabilities.shared_host  # one host: ranks are its local ranks
         link = self.provider if isinstance(self.provider, NodeLink) else None
-        self.peers = peers = peer_addresses(members)
+        self.peers = peer_addresses(members)
         across = link is not None and len({m.location.network_scope for m in members}) > 1
         if across and isinstance(self.provider, PeerRules):  # the nodes reach each other at their public addresses
             self.provider.admit_peers(self.run_id, [m.address for m in members])
         self._procs = {}
-        make_env = worker_env if shared else node_env  # another machine gets no paths or secrets of this one
+        self._generation_file = (name, config, master_port, across)
         for rank, node in enumerate(members):
-            store = config["store"]
-            if link is not None:  # the node reaches the launcher's store through the launcher's connection
-                host, port = link.store_address(node.node_id, self._store.port)
-                store = {**store, "host": host, "port": port}
-            env = make_env({
-                "RANK": str(rank), "WORLD_SIZE": str(world),
-                "LOCAL_RANK": str(rank if shared else 0), "LOCAL_WORLD_SIZE": str(world if shared else 1),
-                "GROUP_RANK": str(rank), "MASTER_ADDR": peers[0], "MASTER_PORT": str(master_port),
-                "GEOTRAIN_RUN_ID": self.run_id, "GEOTRAIN_NODE_ID": node.node_id,
-                "GEOTRAIN_GENERATION": str(self.generation), "GEOTRAIN_CHECKPOINT_URL": self.options.checkpoint_url,
-                "GEOTRAIN_REGION": node.location.region_scope,
-                "GEOTRAIN_NODE_DIR": str(node_dir(self.provider, node.node_id) or ""),
-                "GEOTRAIN_SYNC": json.dumps(t.sync.to_mapping()), "GEOTRAIN_WORKLOAD": self.plan.job.workload,
-                "GEOTRAIN_GENERATION_FILE": name,  # in the node's directory: geotrain.train.api's session
-                "OMP_NUM_THREADS": "1",
-                # across networks a worker binds the node's public address (geotrain.providers.startup)
-                **({"GLOO_SOCKET_IFNAME": PUBLIC_INTERFACE, "NCCL_SOCKET_IFNAME": PUBLIC_INTERFACE} if across else {}),
-                # this machine: the ledger is the launcher's file; another machine: the ledger through the store
-                **({"GEOTRAIN_HOME": str(geotrain_home())} if shared else {RELAY_ENV: RELAY_STORE}),
-                **({} if shared else relay_env(store, self.generation)),  # the store, for a script's progress too
-            })
-            # a notice (SIGUSR1) that arrives while a worker is still starting must not end it: the node
-            # starts every command with the signal ignored, the runtime checks the notice file once it listens
-            # the node's own Python (a node agent puts the one that has geotrain first on PATH) and the
-            # generation's config in the node's directory: nothing names a path of the launcher's machine
-            python = sys.executable if shared else "python"
-            argv = list(self.options.command) or [python, "-m", "geotrain.train.runtime", name]
-            cwd: Path | str | None = None
-            if self.options.command:  # a user's script runs in the launcher's directory, or its copy on the node
-                cwd = self.workdir if shared else script_workdir(self, node)
-            if self.plan.job.task is not None and not self.options.command:  # a task file's setup and run
-                argv, cwd = task_argv(), task_command(self, node, rank, env)
-            log = self.run_dir / "logs" / f"gen{self.generation:03d}-rank{rank}-{node.node_id}.log"
-            log.parent.mkdir(parents=True, exist_ok=True)
-            try:
-                self._procs[node.node_id] = self.provider.start(node.node_id, argv, env, log, cwd=cwd,
-                                                                files={name: text})
-            except ProviderError as exc:
-                gone = {n.node_id: n for n in self.provider.list(self.run_id) if n.state.ended}
-                if node.node_id not in gone:
-                    raise
-                self._kill_workers()
-                if gone[node.node_id].state == NodeState.PREEMPTED:  # preempted as its generation started
-                    self._recover([gone[node.node_id]])
-                    return False
-                boot_failed(self, node.node_id, node.location.zone_scope, node.offer_id,
-                            f"the node was gone before its worker started: {exc}")
-                if self.options.replan:
-                    mend(self, survivors_of(self.provider.list(self.run_id)), cause=f"boot failure of {node.node_id}")
+            if not self._start_worker(rank, node, world):
                 return False
         if self.training_started_at is None:
             self.training_started_at = time.time()
@@ -420,8 +374,103 @@ class Launcher:
                           pids={node_id: p.pid for node_id, p in self._procs.items()})
         return True
 
+    def ready(self, nodes: list[NodeInfo]) -> bool:
+        """Every node's agent answers (in parallel, stoppable) and, on another machine, the node can
+        write the checkpoint store. False: see ``boot_generation``."""
+        if not boot_generation(self, nodes):
+            return False
+        if not self.provider.capabilities.shared_host:  # the nodes can write the checkpoint store
+            check_from_nodes(self.provider, [n for n in nodes if n.node_id not in self.probed],
+                             self.options.checkpoint_url or "", self.run_dir / "logs", stop=lambda: self.stop_requested,
+                             envs=dict(self.plan.job.task.envs) if self.plan.job.task else None)
+            self.probed.update(n.node_id for n in nodes)
+        return True
+
+    @property
+    def procs(self) -> dict[str, NodeProcess]:
+        """The running generation's workers by node."""
+        return self._procs
+
+    def start_joiner(self, rank: int, node: NodeInfo) -> None:
+        """``node`` joins the running generation in ``rank`` (an elastic strategy's replacement)."""
+        name, config, _, _ = self._generation_file
+        config["nodes"][rank] = {**node_row(node), "rank": rank}
+        atomic_write_text(self.run_dir / name, json.dumps(config, indent=2))
+        if self._start_worker(rank, node, len(config["nodes"]), joining=True):
+            self.ledger.event(self.run_id, EventKind.GENERATION_STARTED, generation=self.generation,
+                              world_size=len(config["nodes"]), nodes=[node.node_id], joining=True,
+                              sync=self.training.sync.strategy.value, pids={node.node_id: self._procs[node.node_id].pid})
+
+    def _start_worker(self, rank: int, node: NodeInfo, world: int, *, joining: bool = False) -> bool:
+        """Start rank ``rank``'s worker on ``node`` (``joining``: in the running generation, in place of a
+        lost peer). False: the node was gone before its worker started (handled here)."""
+        name, config, master_port, across = self._generation_file
+        text = json.dumps(config, indent=2)
+        t = self.training
+        shared = self.provider.capabilities.shared_host  # one host: ranks are its local ranks
+        link = self.provider if isinstance(self.provider, NodeLink) else None
+        peers = self.peers
+        make_env = worker_env if shared else node_env  # another machine gets no paths or secrets of this one
+        store = config["store"]
+        dht = {}
+        if link is not None:  # the node reaches the launcher's store through the launcher's connection
+            host, port = link.store_address(node.node_id, self._store.port)
+            store = {**store, "host": host, "port": port}
+            if self._dht is not None:
+                dht = {DHT_PEERS_ENV: json.dumps(self._dht.address(*link.store_address(node.node_id, self._dht.port)))}
+        elif self._dht is not None:
+            dht = {DHT_PEERS_ENV: json.dumps(self._dht.address())}
+        env = make_env({
+            "RANK": str(rank), "WORLD_SIZE": str(world),
+            "LOCAL_RANK": str(rank if shared else 0), "LOCAL_WORLD_SIZE": str(world if shared else 1),
+            "GROUP_RANK": str(rank), "MASTER_ADDR": peers[0], "MASTER_PORT": str(master_port),
+            "GEOTRAIN_RUN_ID": self.run_id, "GEOTRAIN_NODE_ID": node.node_id,
+            "GEOTRAIN_GENERATION": str(self.generation), "GEOTRAIN_CHECKPOINT_URL": self.options.checkpoint_url,
+            "GEOTRAIN_REGION": node.location.region_scope,
+            "GEOTRAIN_NODE_DIR": str(node_dir(self.provider, node.node_id) or ""),
+            "GEOTRAIN_SYNC": json.dumps(t.sync.to_mapping()), "GEOTRAIN_WORKLOAD": self.plan.job.workload,
+            "GEOTRAIN_GENERATION_FILE": name,  # in the node's directory: geotrain.train.api's session
+            "OMP_NUM_THREADS": "1",
+            **dht, **({JOINING_ENV: "1"} if joining else {}),
+            # across networks a worker binds the node's public address (geotrain.providers.startup)
+            **({"GLOO_SOCKET_IFNAME": PUBLIC_INTERFACE, "NCCL_SOCKET_IFNAME": PUBLIC_INTERFACE} if across else {}),
+            # this machine: the ledger is the launcher's file; another machine: the ledger through the store
+            **({"GEOTRAIN_HOME": str(geotrain_home())} if shared else {RELAY_ENV: RELAY_STORE}),
+            **({} if shared else relay_env(store, self.generation)),  # the store, for a script's progress too
+        })
+        # a notice (SIGUSR1) that arrives while a worker is still starting must not end it: the node
+        # starts every command with the signal ignored, the runtime checks the notice file once it listens
+        # the node's own Python (a node agent puts the one that has geotrain first on PATH) and the
+        # generation's config in the node's directory: nothing names a path of the launcher's machine
+        python = sys.executable if shared else "python"
+        argv = list(self.options.command) or [python, "-m", "geotrain.train.runtime", name]
+        cwd: Path | str | None = None
+        if self.options.command:  # a user's script runs in the launcher's directory, or its copy on the node
+            cwd = self.workdir if shared else script_workdir(self, node)
+        if self.plan.job.task is not None and not self.options.command:  # a task file's setup and run
+            argv, cwd = task_argv(), task_command(self, node, rank, env)
+        log = self.run_dir / "logs" / f"gen{self.generation:03d}-rank{rank}-{node.node_id}.log"
+        log.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self._procs[node.node_id] = self.provider.start(node.node_id, argv, env, log, cwd=cwd,
+                                                            files={name: text})
+        except ProviderError as exc:
+            gone = {n.node_id: n for n in self.provider.list(self.run_id) if n.state.ended}
+            if node.node_id not in gone:
+                raise
+            self._kill_workers()
+            if gone[node.node_id].state == NodeState.PREEMPTED:  # preempted as its generation started
+                self._recover([gone[node.node_id]])
+                return False
+            boot_failed(self, node.node_id, node.location.zone_scope, node.offer_id,
+                        f"the node was gone before its worker started: {exc}")
+            if self.options.replan:
+                mend(self, survivors_of(self.provider.list(self.run_id)), cause=f"boot failure of {node.node_id}")
+            return False
+        return True
+
     def _watch(self) -> tuple[str, object]:
-        members = {n.node_id for n in self.members}
+        members = {n.node_id for n in self.members} - self.departed
         last_list, last_meter = 0.0, time.monotonic()
         while True:
             time.sleep(self.options.poll_s)
@@ -452,6 +501,9 @@ class Launcher:
                 while failed and not lost and time.monotonic() < settle:
                     time.sleep(0.1)
                     lost = self._lost(members)
+                if lost and self._dht is not None and replace_lost(self, lost):  # the others train on
+                    members = {n.node_id for n in self.members} - self.departed
+                    continue
                 if lost:
                     self._kill_workers(grace_s=2.0)
                     self._drain()
@@ -613,6 +665,12 @@ class Launcher:
                     + (f" {e.node_id}" if e.node_id else "") for e in self.ledger.last_events(self.run_id, 6)]
         if self.on_status is not None:
             self.on_status(s)
+
+
+def node_row(n: NodeInfo) -> dict:
+    """A node's row in a generation's table (``nodes``; the worker's link classes)."""
+    return {"node_id": n.node_id, "region": n.location.region_scope, "region_name": n.location.region,
+            "zone": n.location.zone, "cloud": n.location.cloud, "continent": n.location.continent.value}
 
 
 def peer_addresses(members: list[NodeInfo]) -> list[str]:

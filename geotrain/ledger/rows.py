@@ -35,6 +35,8 @@ class EventKind(StrEnum):
     PREEMPTION_INJECTED = "preemption_injected"
     PREEMPTION_FAILED = "preemption_failed"
     PREEMPTED = "preempted"
+    PEER_LEFT = "peer_left"  # an elastic strategy's peer was lost; the others train on in its generation
+    PEER_JOINED = "peer_joined"  # a replacement joined a running generation with its peers' state
     WORKER_FAILED = "worker_failed"
     SPEND_LIMIT = "spend_limit"  # the run reached --max-spend-usd
     TRAINING_FINISHED = "training_finished"

@@ -25,8 +25,10 @@ import torch
 import torch.distributed as dist
 
 from geotrain.domain import Continent, Location, SyncSettings, link_class
+from geotrain.strategies import entry
 from geotrain.train.ledger_relay import RELAY_ENV, RELAY_STORE, STORE_ENV, StoreLedger
 from geotrain.train.sync import ByteCounter, Sync
+from geotrain.train.worker_env import DHT_PEERS_ENV, JOINING_ENV
 
 GENERATION_FILE_ENV = "GEOTRAIN_GENERATION_FILE"
 
@@ -75,6 +77,18 @@ class Session:
         return os.environ.get("GEOTRAIN_NODE_ADDRESS", "127.0.0.1")
 
     @property
+    def dht_peers(self) -> list[str]:
+        """The launcher's DHT bootstrap peer, as this node reaches it (hivemind)."""
+        if os.environ.get(DHT_PEERS_ENV):
+            return json.loads(os.environ[DHT_PEERS_ENV])
+        return list(self.config.get("dht_peers", []))
+
+    @property
+    def joining(self) -> bool:
+        """This process replaces a lost peer in a running generation (an elastic strategy)."""
+        return os.environ.get(JOINING_ENV) == "1"
+
+    @property
     def timeout_s(self) -> float:
         return float(self.config.get("collective_timeout_s", 60))
 
@@ -98,7 +112,7 @@ class Session:
         store = dist.PrefixStore(f"{store_cfg.get('prefix', '')}/gen{config['generation']}/", base_store)
         # a node that is another machine sends its records through the launcher's store
         ledger = StoreLedger(store, rank) if os.environ.get(RELAY_ENV) == RELAY_STORE else Ledger()
-        if world > 1:
+        if world > 1 and not entry(config["sync"]["strategy"]).elastic:  # an elastic strategy has no fixed group
             dist.init_process_group(backend, store=store, rank=rank, world_size=world,
                                     timeout=timedelta(seconds=config.get("collective_timeout_s", 60)))
         return cls(config, rank, world, os.environ["GEOTRAIN_NODE_ID"], device, store, ledger, ByteCounter(),

@@ -72,7 +72,14 @@ class Trainer:
             model, loss_fn, s.rank, s.world, s.counter, [n["region"] for n in s.nodes], micro_batches=micro_batches,
             samples_per_micro=samples_per_micro, deterministic=deterministic,
             rates=[n.get("samples_per_s") or 1.0 for n in s.nodes], store=s.store, address=s.address,
-            timeout_s=s.timeout_s, samples_left=target_steps * micro_batches * samples_per_micro - self.samples))
+            timeout_s=s.timeout_s, samples_left=target_steps * micro_batches * samples_per_micro - self.samples,
+            optimizer=optimizer, run_id=s.run_id, dht_peers=s.dht_peers, step=self.step_count, joining=s.joining))
+        joined = getattr(self.sync, "joined_at", None)  # an elastic peer that took its state from its peers
+        if joined is not None:
+            self.samples += (joined - self.step_count) * s.sync_settings.target_batch_size
+            self.step_count = joined
+            s.ledger.event(s.run_id, EventKind.PEER_JOINED, node_id=s.node_id, rank=s.rank, generation=s.generation,
+                           step=joined)
         self.reporter = getattr(self.sync, "reporter", 0)  # the rank whose model and sample count are the run's
         budget = getattr(self.sync, "samples_left", None)  # a strategy that ends on samples, not on the step count
         self.finished = budget <= 0 if budget is not None else self.step_count >= self.target
@@ -132,7 +139,7 @@ class Trainer:
         s, sync = self.session, self.sync
         self.loss = result.loss
         self.samples += result.samples
-        self.step_count += 1
+        self.step_count = result.step if result.step is not None else self.step_count + 1
         step = self.step_count
         self.finished = sync.after_step(step, final=step >= self.target)  # the run ends on one model
         self.samples += getattr(sync, "samples_after_last_step", 0) if self.finished else 0

@@ -9,6 +9,8 @@ import random
 import socket
 from pathlib import Path
 
+JOINING_ENV = "GEOTRAIN_JOINING"  # "1": this process replaces a lost peer in a running generation
+DHT_PEERS_ENV = "GEOTRAIN_DHT_PEERS"  # hivemind: where this node reaches the launcher's DHT (a JSON list)
 RANK_VARIABLES = ("RANK", "WORLD_SIZE", "MASTER_", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK")
 
 

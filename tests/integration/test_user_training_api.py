@@ -57,7 +57,11 @@ def check_run(run_id: str, strategy: str, ranks: int = 3) -> list[tuple[int, int
     ledger = Ledger()
     ended = finals(run_id)
     assert len(ended) == ranks, ended
-    assert len({round(c, 3) for _, _, c in ended}) == 1, f"the peers end on different models: {ended}"
+    sums = [c for _, _, c in ended]
+    if strategy == SyncStrategyName.HIVEMIND:  # Hivemind's all-reduce adds each peer the average's delta, in fp16
+        assert max(sums) - min(sums) <= 1e-5 * abs(sums[0]), f"the peers end on different models: {ended}"
+    else:
+        assert len({round(c, 3) for c in sums}) == 1, f"the peers end on different models: {ended}"
     rounds = ledger.events(run_id, kinds=(EventKind.SYNC_ROUNDS,))
     assert rounds and {e.detail["strategy"] for e in rounds} == {strategy}
     assert not ledger.events(run_id, kinds=(EventKind.SUBSTITUTED,))

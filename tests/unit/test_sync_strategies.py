@@ -4,9 +4,7 @@ the same model, and the bytes it counts follow its algorithm.
 
 Convergence tolerance: a strategy must achieve at least 75 % of the single-process run's loss
 reduction (held-out batch, same number of samples, same learning rate). Measured when written:
-allreduce and local-sgd 100 %, hivemind 100 % (on 0.5–1 % more samples: a round ends when the peers'
-estimate of what they started together reaches the target; 5–10 % more before the estimate
-extrapolated the others' rates), ma 97 %, asgd-ga 81–92 % (one push of staleness)."""
+allreduce and local-sgd 100 %, ma 97 %, asgd-ga 81–92 % (one push of staleness)."""
 
 from __future__ import annotations
 
@@ -58,13 +56,14 @@ def _worker(rank: int, world: int, port: int, strategy: str, out: str) -> None:
     counter = ByteCounter()
     sync = make_sync(_settings(strategy), SyncContext(
         model, WORKLOAD.loss, rank, world, counter, REGIONS[:world] if world > 1 else ["a"], micro_batches=M,
-        samples_per_micro=m, store=store, samples_left=STEPS * M * m))
+        samples_per_micro=m, store=store, samples_left=STEPS * M * m, optimizer=optimizer))
     mine = [j for j in range(M) if j % world == rank]
     initial, samples = _held_out(model), 0
     step, ended = 0, False
     while not ended:  # as the runtime: a strategy may end on its own count (asgd-ga: samples)
         batches = [] if getattr(sync, "reads_own_data", False) else [fetch(step * M * m + j * m) for j in mine]
-        samples += sync.step(StepInput(batches, mine, M * m, M, step=step, fetch=fetch), optimizer).samples
+        result = sync.step(StepInput(batches, mine, M * m, M, step=step, fetch=fetch), optimizer)
+        samples += result.samples
         step += 1
         ended = sync.after_step(step, final=step >= STEPS)
     samples += getattr(sync, "samples_after_last_step", 0)
@@ -104,7 +103,9 @@ def _payload() -> int:
     return parameter_bytes(WORKLOAD.build_model(), torch.float16)
 
 
-@pytest.mark.parametrize("strategy", ["allreduce", "local-sgd", "hivemind", "asgd-ga", "ma"])
+# hivemind runs on the Hivemind library, whose rounds must outlast its DHT's progress reports (seconds):
+# tests/integration/test_hivemind_elastic.py trains it on launched nodes
+@pytest.mark.parametrize("strategy", ["allreduce", "local-sgd", "asgd-ga", "ma"])
 def test_each_strategy_converges_like_the_single_process_run_and_ends_on_one_model(strategy, single, tmp_path):
     ranks = _run(strategy, 3, tmp_path)
     assert single["initial"] - single["loss"] > 0.2  # the reference itself learns
@@ -112,9 +113,7 @@ def test_each_strategy_converges_like_the_single_process_run_and_ends_on_one_mod
     got = ranks[0]
     reduction = (single["initial"] - got["loss"]) / (single["initial"] - single["loss"])
     assert reduction >= TOLERANCE, f"{strategy}: {reduction:.0%} of the single-process loss reduction"
-    if strategy == "hivemind":  # a round ends when the peers' estimate of the samples reaches the target
-        assert 0.9 * single["samples"] <= got["samples"] <= 1.15 * single["samples"]
-    elif strategy == "asgd-ga":  # the home leader's count: the budget, and what the regions trained past it
+    if strategy == "asgd-ga":  # the home leader's count: the budget, and what the regions trained past it
         # past it: the home region's steps to its next boundary, and the other region's pushes until a
         # reply tells it (region b steps about twice as fast here: about 28 micro-batches at most)
         assert single["samples"] <= got["samples"] <= 1.2 * single["samples"]
@@ -124,11 +123,6 @@ def test_each_strategy_converges_like_the_single_process_run_and_ends_on_one_mod
     rounds = got["rounds"]
     assert rounds["round_s"] > 0
     assert rounds["steps"] == STEPS or strategy == "asgd-ga"
-    if strategy == "hivemind":  # butterfly: 2W/n to every other peer per round
-        for r, rank in enumerate(ranks):
-            for peer in range(3):
-                if peer != r:
-                    assert rank["sent"][str(peer)] == pytest.approx(STEPS * 2 * W / 3, rel=0.01)
     if strategy == "asgd-ga":  # region b's server (rank 2) pushes W every A steps to the home server (rank 0)
         pushes = ranks[2]["rounds"]["rounds"]
         assert ranks[2]["rounds"]["steps"] == 4 * pushes  # a region ends at a boundary

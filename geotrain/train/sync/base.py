@@ -154,12 +154,18 @@ class SyncContext:
     address: str = "127.0.0.1"
     timeout_s: float = 60.0
     samples_left: int | None = None
+    optimizer: torch.optim.Optimizer | None = None  # the run's optimizer (hivemind wraps it)
+    run_id: str = "geotrain"
+    dht_peers: Sequence[str] = ()  # hivemind: the launcher's DHT bootstrap peer (multiaddrs)
+    step: int = 0  # the step the run resumes from
+    joining: bool = False  # this peer replaces a lost one in a running generation (an elastic strategy)
 
 
 @dataclass(frozen=True, slots=True)
 class StepResult:
     loss: float  # this rank's mean loss over what it trained in the step
     samples: int  # samples all ranks trained in the step
+    step: int | None = None  # the run's step count after it, where the strategy keeps it (hivemind's epoch)
 
 
 @dataclass

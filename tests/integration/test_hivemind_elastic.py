@@ -1,0 +1,72 @@
+"""Hivemind's elastic membership, as a user sees it: three local nodes train a user's ResNet-18
+script (``examples/train/resnet.py``) with hivemind on the Hivemind library; one node is preempted
+mid-run. The referee is the scripts' own output and the ledger: the two survivors' step counts go on
+with no stall and no new generation; the replacement joins the same generation, loads its state from
+its peers, and after its first averaging round its parameters are its peers' at that step; every
+peer ends at the run's step count on one model."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from geotrain.files import geotrain_home
+from geotrain.ledger import EventKind, Ledger
+from tests.integration.test_user_training_api import NODES, geotrain, assert_no_orphans
+
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+STEPS = 20
+LINE = re.compile(r"step (\d+) loss [0-9.]+ parameters sum (-?[0-9.]+)")
+DONE = re.compile(r"done: (\d+) steps, (\d+) samples, parameters sum (-?[0-9.]+)")
+
+
+@pytest.mark.slow
+def test_a_preempted_hivemind_peer_is_replaced_while_the_others_train_on(tmp_path):
+    job = tmp_path / "job.yaml"
+    job.write_text("name: mine\nworkload: resnet18\nstrategy: hivemind\nsync: {target_batch_size: 96}\n")
+    plan = tmp_path / "plan.json"
+    geotrain("plan", str(job), "--target-sps", "1", "--nodes", NODES, "-o", str(plan))
+    trace = tmp_path / "preemptions.yaml"
+    trace.write_text("- {at_step: 6, node: 1}\n")
+    result = geotrain("launch", str(plan), "--yes", "--preempt-trace", str(trace), "--checkpoint-every", "5",
+                      "--", sys.executable, str(ROOT / "examples/train/resnet.py"), "--steps", str(STEPS),
+                      "--log-every", "1")
+    ledger = Ledger()
+    run_id = ledger.latest_run_id()
+    assert ledger.run(run_id).status == "completed", result.stdout
+    kinds = lambda *k: ledger.events(run_id, kinds=k)  # noqa: E731
+    assert len(kinds(EventKind.PREEMPTED)) == 1
+    left, joined = kinds(EventKind.PEER_LEFT), kinds(EventKind.PEER_JOINED)
+    assert len(left) == 1 and left[0].detail["peers"] == 2
+    assert len(joined) == 1 and joined[0].detail["generation"] == 1
+    assert {e.detail["generation"] for e in kinds(EventKind.GENERATION_STARTED)} == {1}, "a new generation started"
+    assert not kinds(EventKind.CHECKPOINT_RESTORED)  # nobody went back to a checkpoint
+
+    logs = sorted((geotrain_home() / "runs" / run_id / "logs").glob("gen*-rank*.log"))
+    assert all(p.name.startswith("gen001-") for p in logs), logs
+    steps = {p.name: {int(k): float(c) for k, c in LINE.findall(p.read_text())} for p in logs}
+    lost = left[0].detail["node_id"]
+    joiner = joined[0].detail["node_id"]
+    survivors = [name for name in steps if lost not in name and joiner not in name]
+    assert len(survivors) == 2
+    for name in survivors:  # every step, before and after the loss, in one process
+        assert sorted(steps[name]) == list(range(1, STEPS + 1)), (name, sorted(steps[name]))
+    mine = steps[next(name for name in steps if joiner in name)]
+    first = min(mine)
+    assert joined[0].detail["step"] < first <= STEPS
+    for name in survivors:  # after its first averaging round, the replacement holds its peers' model
+        assert mine[first] == pytest.approx(steps[name][first], rel=1e-5), (first, mine[first], steps[name][first])
+    ended = [DONE.findall(steps_log.read_text())[-1] for steps_log in logs if DONE.search(steps_log.read_text())]
+    assert len(ended) == 3 and {int(s) for s, _, _ in ended} == {STEPS}, ended
+    sums = [float(c) for _, _, c in ended]
+    assert max(sums) - min(sums) <= 1e-5 * abs(sums[0]), ended
+
+    # no stall: the run's progress (rank 0's reports) kept its pace through the loss
+    rows = [r for r in ledger.progress_rows(run_id)]
+    gaps = [b.at - a.at for a, b in zip(rows, rows[1:])]
+    assert gaps and max(gaps) < 4 * sorted(gaps)[len(gaps) // 2] + 10, gaps
+    assert_no_orphans(run_id)
