@@ -62,7 +62,7 @@ from geotrain.launcher.workers import (check_checkpoint_url, check_from_nodes, g
                                       last_words, node_dir, open_store, store_host)
 from geotrain.train.ledger_relay import RELAY_ENV, RELAY_STORE, drain, relay_env
 from geotrain.train.progress import completed_reason
-from geotrain.train.worker_env import DHT_PEERS_ENV, JOINING_ENV, free_port, node_env, worker_env
+from geotrain.train.worker_env import DHT_PEERS_ENV, JOINING_ENV, PEERS_KEY, free_port, node_env, worker_env
 from geotrain.ledger import EventKind, Ledger, RunStatus
 from geotrain.strategies import entry
 from geotrain.providers.base import Networked, NodeInfo, NodeLink, NodeProcess, NodeState, PeerRules, Provider
@@ -367,6 +367,7 @@ class Launcher:
         for rank, node in enumerate(members):
             if not self._start_worker(rank, node, world):
                 return False
+        self.count_peers()
         if self.training_started_at is None:
             self.training_started_at = time.time()
         self.ledger.event(self.run_id, EventKind.GENERATION_STARTED, generation=self.generation, world_size=world,
@@ -390,6 +391,12 @@ class Launcher:
     def procs(self) -> dict[str, NodeProcess]:
         """The running generation's workers by node."""
         return self._procs
+
+    def count_peers(self) -> None:
+        """An elastic generation's live peers, in its store (a peer at the end waits for them)."""
+        if self._dht is not None and self._store is not None:
+            store = self._dist.PrefixStore(f"{self._store_secret}/gen{self.generation}/", self._store)
+            store.set(PEERS_KEY, str(len(self._procs)))
 
     def start_joiner(self, rank: int, node: NodeInfo) -> None:
         """``node`` joins the running generation in ``rank`` (an elastic strategy's replacement)."""
@@ -472,6 +479,7 @@ class Launcher:
     def _watch(self) -> tuple[str, object]:
         members = {n.node_id for n in self.members} - self.departed
         last_list, last_meter = 0.0, time.monotonic()
+        ended: float | None = None  # an elastic generation: when its first peer ended at the run's end
         while True:
             time.sleep(self.options.poll_s)
             self._refresh_status()
@@ -487,6 +495,12 @@ class Launcher:
             if all(code == 0 for code in codes.values()):
                 self._drain()
                 return "completed", None
+            if self._dht is not None and any(code == 0 for code in codes.values()):  # the swarm reached the end
+                ended = ended or time.monotonic()
+                if time.monotonic() - ended > self.options.collective_timeout_s + ELASTIC_END_GRACE_S:
+                    self._stop_stragglers(codes)
+                    return "completed", None
+                continue
             failed = {node_id: code for node_id, code in codes.items() if code not in (None, 0)}
             now = time.monotonic()
             if now - last_meter > METER_EVERY_S:  # the wire's bytes, for status and the spend limit
@@ -512,6 +526,17 @@ class Launcher:
                     self._kill_workers(grace_s=2.0)
                     self._drain()
                     return "error", failed
+
+    def _stop_stragglers(self, codes: dict[str, int | None]) -> None:
+        """An elastic generation's end: peers still short of the run's step count a while after the
+        first peer ended there (the others waited for them, then left) are stopped; the run's model is
+        the first finished peer's final checkpoint."""
+        for node_id, code in codes.items():
+            if code != 0:
+                self.ledger.event(self.run_id, EventKind.PEER_LEFT, node_id=node_id, generation=self.generation,
+                                  reason="still short of the run's step count when the others had ended", code=code)
+        self._kill_workers(grace_s=1.0)
+        self._drain()
 
     def _deadline_spent(self) -> bool:
         """Every few seconds, for a plan made for a deadline: whether its slack at the measured rate no
@@ -665,6 +690,9 @@ class Launcher:
                     + (f" {e.node_id}" if e.node_id else "") for e in self.ledger.last_events(self.run_id, 6)]
         if self.on_status is not None:
             self.on_status(s)
+
+
+ELASTIC_END_GRACE_S = 30.0  # past the collective timeout, for a straggler to end after the first peer did
 
 
 def node_row(n: NodeInfo) -> dict:

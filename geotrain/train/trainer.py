@@ -165,7 +165,8 @@ class Trainer:
     def finish(self) -> None:
         """The run's last checkpoint (if its model may be taken here) and the end of the generation."""
         s = self.session
-        if s.rank == self.reporter and self.sync.averaged(self.step_count):
+        claims = getattr(self.sync, "claims_final", None)  # hivemind: the first peer to end, whichever rank
+        if (claims() if claims is not None else s.rank == self.reporter) and self.sync.averaged(self.step_count):
             self.save("final")
             s.ledger.event(s.run_id, EventKind.TRAINING_FINISHED, node_id=s.node_id, step=self.step_count)
         s.flush_bytes(self.sync)

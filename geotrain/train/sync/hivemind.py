@@ -38,12 +38,15 @@ import torch
 from torch import nn
 
 from geotrain.domain import SyncSettings
+from geotrain.train.worker_env import PEERS_KEY
 from geotrain.train.sync.base import ByteCounter, RoundClock, StepInput, StepResult, SyncContext, Timer, parameter_bytes, wire_dtype
 
 MATCHMAKING_S = 2.0  # how long a peer looks for its averaging group (hivemind.Optimizer's matchmaking_time)
 REQUEST_TIMEOUT_S = 1.0  # a matchmaking request's timeout: below MATCHMAKING_S, as the library asks
 DHT_KEY = "hivemind/dht"  # the store key of rank 0's DHT addresses, where no launcher bootstraps one
 READY_KEY = "hivemind/ready"
+FINISHED_KEY = "hivemind/finished"  # peers that reached the run's step count
+FINAL_KEY = "hivemind/final"  # peers that ended: the first writes the final checkpoint
 
 
 def compression(precision: str):  # noqa: ANN201 - hivemind.compression.CompressionBase
@@ -108,6 +111,7 @@ class HivemindSync:
             while int(store.add(READY_KEY, 0)) < world and time.monotonic() < deadline:
                 time.sleep(0.05)
         self._local, self._loss_sum = 0, 0.0  # since the last epoch: samples and loss sum of this peer
+        self.store, self.timeout_s = store, timeout_s
 
     @classmethod
     def from_settings(cls, sync: SyncSettings, ctx: SyncContext) -> HivemindSync:
@@ -163,12 +167,29 @@ class HivemindSync:
         return result
 
     def after_step(self, step: int, *, final: bool = False) -> bool:
-        """At the end, one last averaging of the parameters and the optimizer's state with the peers
-        that are there (synchronous), so the run ends on one model, whatever a peer that missed a
-        round's group did by itself."""
+        """At the end (the run's step count reached), a peer waits, still serving its state, until
+        every live peer has ended too (the launcher keeps their number in the store: a straggler
+        catches up from the others instead of finding nobody), then all take one last averaging of
+        the parameters and the optimizer's state together, so the run ends on one model."""
         if final and self.world > 1:
+            if self.store is not None:
+                self.store.add(FINISHED_KEY, 1)
+                deadline = time.monotonic() + self.timeout_s
+                while time.monotonic() < deadline and int(self.store.add(FINISHED_KEY, 0)) < self._live_peers():
+                    time.sleep(0.1)
             self.opt.state_averager.step(wait_for_delayed_updates=True, averaging_round=True, delay_averaging=False)
         return final
+
+    def claims_final(self) -> bool:
+        """Whether this peer writes the run's final checkpoint: the first to end (a straggler may be
+        stopped by the launcher at the end, rank 0 included)."""
+        return self.store is None or int(self.store.add(FINAL_KEY, 1)) == 1
+
+    def _live_peers(self) -> int:
+        """The peers the launcher counts in the generation now (every rank, where it says nothing)."""
+        if self.store.check([PEERS_KEY]):
+            return int(self.store.get(PEERS_KEY).decode())
+        return self.world
 
     def averaged(self, step: int) -> bool:
         return True  # every peer of the round applies the same averaged update (up to the wire's rounding)
