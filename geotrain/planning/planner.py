@@ -28,6 +28,7 @@ from geotrain.perf.network import LinkOverride, SitePlacement
 from geotrain.perf.rates import RateTable
 from geotrain.perf.workloads import Workload, WorkloadRegistry
 from geotrain.planning.exposure import plaintext_words
+from geotrain.strategies import entry
 from geotrain.planning.answers import budget_use_of, completion_of, goal_misses
 from geotrain.planning.candidates import CandidateSet, build_candidates, goodput_of
 from geotrain.planning.names import check_names
@@ -441,7 +442,12 @@ def assemble(ctx: PlanningContext, snapshot: PriceSnapshot, result: SearchResult
 
 
 def assumptions_of(ctx: PlanningContext, estimate: Estimate) -> tuple[str, ...]:
-    out = [f"an interruption costs {ctx.options.recovery_h * 60:.0f} min of a node's work (checkpoint + restart)"]
+    minutes = ctx.options.recovery_h * 60
+    if entry(ctx.job.sync.strategy).elastic:  # the others train on; the lost node's replacement joins them
+        out = [f"an interruption costs {minutes:.0f} min of the lost node's work only (its replacement boots and "
+               "joins the peers, who train on)"]
+    else:
+        out = [f"an interruption costs {minutes:.0f} min of a node's work (checkpoint + restart)"]
     bought = [g.offer.observed_at for g in estimate.groups if g.offer.market.value != "owned"]
     stale = staleness_words(max(bought), min(bought)) if bought else None
     if stale is not None:
