@@ -289,14 +289,12 @@ def butterfly_pair_s(payload: float, n: int, link: LinkEstimate, *, site: bool =
 
 @dataclass(frozen=True, slots=True)
 class Hivemind:
-    """``mesh``: the peers average over geotrain's WAN transport (its runtime; a pair's term is
-    ``butterfly_pair_s``: one round trip, ``WAN_STREAMS`` streams) instead of Hivemind's own, whose
-    two phases Erben et al. measured (``hivemind_pair_s``: a round trip each, one stream)."""
+    """Hivemind's own all-reduce, whose two phases Erben et al. measured (``hivemind_pair_s``: a round
+    trip each, one stream); the runtime is the Hivemind library."""
 
     fit: HivemindFit
     target_batch_size: int
     name: SyncStrategyName = SyncStrategyName.HIVEMIND
-    mesh: bool = False
 
     @classmethod
     def from_settings(cls, sync: SyncSettings, fit: HivemindFit) -> Hivemind:
@@ -310,7 +308,7 @@ class Hivemind:
         bound: Bottleneck | None = None
         for i, j in topo.pairs():
             link = topo.link(i, j)
-            t = butterfly_pair_s(payload, n, link) if self.mesh and i != j else hivemind_pair_s(payload, n, link)
+            t = hivemind_pair_s(payload, n, link)
             if t > worst:
                 worst, bound = t, Bottleneck("link", t, (i, j), link)
             gi, gj = topo.groups[i], topo.groups[j]

@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from geotrain.app.rehearse import runtime_fit
 from geotrain.domain import Continent, Location, link_class
 from geotrain.perf.network import LinkEstimate
 from geotrain.perf.protocol import Protocol
-from geotrain.perf.strategies import AllReduce, AsgdGA, Hivemind, LocalSGD, ModelAveraging, PeerGroup, Topology
+from geotrain.perf.strategies import AllReduce, AsgdGA, LocalSGD, ModelAveraging, PeerGroup, Topology
 from geotrain.perf.workloads import WorkloadRegistry
 
 US = Location("aws", "us-east-1", "use1-az1", Continent.NORTH_AMERICA)
@@ -76,8 +75,3 @@ def test_the_leaders_butterfly_is_one_round_trip_and_two_pieces_over_the_streams
     assert got.bytes_per_s[(0, 1)] == pytest.approx(W / got.time_per_round_s)
 
 
-def test_hivemind_over_the_runtimes_transport_counts_one_round_trip_where_hiveminds_counts_two():
-    topo = _topology(1000.0, 1000.0)
-    own = Hivemind(runtime_fit(), 256).cost(topo, W, TINY_LM)
-    mesh = Hivemind(runtime_fit(), 256, mesh=True).cost(topo, W, TINY_LM)
-    assert own.time_per_round_s - mesh.time_per_round_s == pytest.approx(RTT_MS / 1e3)  # GBPS: one stream or 8
