@@ -112,6 +112,7 @@ class HivemindSync:
                 time.sleep(0.05)
         self._local, self._loss_sum = 0, 0.0  # since the last epoch: samples and loss sum of this peer
         self.store, self.timeout_s = store, timeout_s
+        self._looked = 0.0  # when _swarm_ended last asked the store
 
     @classmethod
     def from_settings(cls, sync: SyncSettings, ctx: SyncContext) -> HivemindSync:
@@ -151,7 +152,10 @@ class HivemindSync:
         before = self.epoch
         self._local += samples
         self._loss_sum += loss * samples
-        self.opt.step(batch_size=samples)
+        if self._swarm_ended():  # the others reached the end and wait, serving their state: take it
+            self.opt.load_state_from_peers()
+        else:
+            self.opt.step(batch_size=samples)
         after = self.epoch
         if after == before:
             return None
@@ -168,17 +172,25 @@ class HivemindSync:
 
     def after_step(self, step: int, *, final: bool = False) -> bool:
         """At the end (the run's step count reached), a peer waits, still serving its state, until
-        every live peer has ended too (the launcher keeps their number in the store: a straggler
-        catches up from the others instead of finding nobody), then all take one last averaging of
-        the parameters and the optimizer's state together, so the run ends on one model."""
+        every live peer has ended too (the launcher keeps their number in the store; a straggler sees
+        that a peer ended and loads the state from those waiting, :meth:`_swarm_ended`), then all take
+        one last averaging of the parameters and the optimizer's state together, so the run ends on
+        one model."""
         if final and self.world > 1:
             if self.store is not None:
                 self.store.add(FINISHED_KEY, 1)
-                deadline = time.monotonic() + self.timeout_s
+                deadline = time.monotonic() + 2 * self.timeout_s  # a straggler may be in an averaging round
                 while time.monotonic() < deadline and int(self.store.add(FINISHED_KEY, 0)) < self._live_peers():
                     time.sleep(0.1)
             self.opt.state_averager.step(wait_for_delayed_updates=True, averaging_round=True, delay_averaging=False)
         return final
+
+    def _swarm_ended(self) -> bool:
+        """Whether a peer has reached the run's step count (looked up in the store at most once a second)."""
+        if self.store is None or self.world == 1 or time.monotonic() - self._looked < 1.0:
+            return False
+        self._looked = time.monotonic()
+        return bool(self.store.check([FINISHED_KEY]))
 
     def claims_final(self) -> bool:
         """Whether this peer writes the run's final checkpoint: the first to end (a straggler may be
