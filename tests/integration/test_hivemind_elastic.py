@@ -57,7 +57,7 @@ def test_a_preempted_hivemind_peer_is_replaced_while_the_others_train_on(tmp_pat
     for name in survivors:  # one process each, from step 0 on through the loss to the end
         assert re.findall(r"from step (\d+)", (logs[0].parent / name).read_text()) == ["0"], name
         last = STEPS - 2 if any(node in name for node in stopped) else STEPS  # a straggler at the end
-        assert max(steps[name]) >= last and len(steps[name]) >= STEPS // 2, (name, sorted(steps[name]))
+        assert max(steps[name]) >= last, (name, sorted(steps[name]))
     mine = steps[next(name for name in steps if joiner in name)]
     first = min(mine)
     assert joined[0].detail["step"] < first <= STEPS

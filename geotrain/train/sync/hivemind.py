@@ -42,6 +42,8 @@ from geotrain.train.worker_env import PEERS_KEY
 from geotrain.train.sync.base import ByteCounter, RoundClock, StepInput, StepResult, SyncContext, Timer, parameter_bytes, wire_dtype
 
 MATCHMAKING_S = 2.0  # how long a peer looks for its averaging group (hivemind.Optimizer's matchmaking_time)
+SLOWEST_MBIT = 20.0  # the slowest link a round's averaging is given time for (Mbit/s)
+AVERAGING_MARGIN_S = 10.0
 REQUEST_TIMEOUT_S = 1.0  # a matchmaking request's timeout: below MATCHMAKING_S, as the library asks
 DHT_KEY = "hivemind/dht"  # the store key of rank 0's DHT addresses, where no launcher bootstraps one
 READY_KEY = "hivemind/ready"
@@ -55,6 +57,14 @@ def compression(precision: str):  # noqa: ANN201 - hivemind.compression.Compress
 
     return {"fp32": NoCompression, "fp16": Float16Compression, "bf16": Float16Compression,
             "int8": Uniform8BitQuantization}[precision]()
+
+
+def averaging_timeout_s(payload_bytes: int, limit_s: float) -> float:
+    """How long a round's averaging may take before a peer steps with its own gradients (Hivemind's
+    ``averaging_timeout``): matchmaking, then the butterfly's two passes of the payload at
+    :data:`SLOWEST_MBIT`, plus :data:`AVERAGING_MARGIN_S`; at most ``limit_s`` (the run's collective
+    timeout). A missed group costs a peer this long, so it is no longer than the payload needs."""
+    return min(limit_s, MATCHMAKING_S + 2 * payload_bytes * 8 / (SLOWEST_MBIT * 1e6) + AVERAGING_MARGIN_S)
 
 
 def start_dht(initial_peers: list[str], address: str):  # noqa: ANN201 - hivemind.DHT
@@ -98,7 +108,7 @@ class HivemindSync:
             store.set(DHT_KEY, json.dumps([str(a) for a in self.dht.get_visible_maddrs()]))
         self.opt = hivemind.Optimizer(
             dht=self.dht, run_id=run_id, target_batch_size=target_batch_size, batch_size_per_step=samples_per_micro,
-            optimizer=optimizer, matchmaking_time=MATCHMAKING_S, averaging_timeout=timeout_s,
+            optimizer=optimizer, matchmaking_time=MATCHMAKING_S, averaging_timeout=averaging_timeout_s(self.payload, timeout_s),
             grad_compression=compression(precision), state_averaging_compression=compression(precision),
             load_state_timeout=timeout_s, averager_opts={"request_timeout": REQUEST_TIMEOUT_S}, verbose=False)
         self.opt.state_averager.local_epoch = step  # resumed from a checkpoint: the swarm's epoch
