@@ -39,7 +39,6 @@ def replace_lost(la: Launcher, lost: list[NodeInfo]) -> bool:
         la.departed.add(node.node_id)
         la.ledger.event(la.run_id, EventKind.PEER_LEFT, node_id=node.node_id, rank=ranks[node.node_id],
                         generation=la.generation, peers=len(survivors))
-    la.count_peers()
     recover(la, lost)
     if la.stop_requested:
         return True
@@ -51,5 +50,4 @@ def replace_lost(la: Launcher, lost: list[NodeInfo]) -> bool:
     for rank, node in zip(free, fresh):
         la.members[rank] = node
         la.start_joiner(rank, node)
-    la.count_peers()
     return True

@@ -62,7 +62,7 @@ from geotrain.launcher.workers import (check_checkpoint_url, check_from_nodes, g
                                       last_words, node_dir, open_store, store_host)
 from geotrain.train.ledger_relay import RELAY_ENV, RELAY_STORE, drain, relay_env
 from geotrain.train.progress import completed_reason
-from geotrain.train.worker_env import DHT_PEERS_ENV, JOINING_ENV, PEERS_KEY, free_port, node_env, worker_env
+from geotrain.train.worker_env import DHT_PEERS_ENV, JOINING_ENV, free_port, node_env, worker_env
 from geotrain.ledger import EventKind, Ledger, RunStatus
 from geotrain.strategies import entry
 from geotrain.providers.base import Networked, NodeInfo, NodeLink, NodeProcess, NodeState, PeerRules, Provider
@@ -367,7 +367,6 @@ class Launcher:
         for rank, node in enumerate(members):
             if not self._start_worker(rank, node, world):
                 return False
-        self.count_peers()
         if self.training_started_at is None:
             self.training_started_at = time.time()
         self.ledger.event(self.run_id, EventKind.GENERATION_STARTED, generation=self.generation, world_size=world,
@@ -391,12 +390,6 @@ class Launcher:
     def procs(self) -> dict[str, NodeProcess]:
         """The running generation's workers by node."""
         return self._procs
-
-    def count_peers(self) -> None:
-        """An elastic generation's live peers, in its store (a peer at the end waits for them)."""
-        if self._dht is not None and self._store is not None:
-            store = self._dist.PrefixStore(f"{self._store_secret}/gen{self.generation}/", self._store)
-            store.set(PEERS_KEY, str(len(self._procs)))
 
     def start_joiner(self, rank: int, node: NodeInfo) -> None:
         """``node`` joins the running generation in ``rank`` (an elastic strategy's replacement)."""

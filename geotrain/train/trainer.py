@@ -26,6 +26,7 @@ from geotrain.ledger import EventKind
 from geotrain.train.checkpoint import CheckpointStore
 from geotrain.train.session import Session
 from geotrain.train.sync import StepInput, StepResult, SyncContext, make_sync
+from geotrain.train.sync.base import EndedByPeers
 
 
 class NoticeWatch:
@@ -124,16 +125,45 @@ class Trainer:
 
     def run_step(self, inp: StepInput) -> bool:
         """The runtime's step: the strategy trains ``inp``'s micro-batches. Returns whether the run ended."""
-        return self._after(self.sync.step(inp, self.optimizer))
+        try:
+            return self._after(self.sync.step(inp, self.optimizer))
+        except EndedByPeers:
+            self._take_final()
+            return True
 
     def step(self, loss: float, samples: int) -> bool:
         """A script's step: its gradient (the mean over its ``samples``) is in the parameters' ``.grad``.
         Returns whether the model changed (hivemind trains on until the peers reach the target batch)."""
-        result = self.sync.apply(self.optimizer, samples, loss)
+        try:
+            result = self.sync.apply(self.optimizer, samples, loss)
+        except EndedByPeers:
+            self._take_final()
+            return True
         if result is None:
             return False
         self._after(result)
         return True
+
+    def _take_final(self) -> None:
+        """A straggler of an elastic strategy at the end: the model, the optimizer and the counts of
+        the run's final checkpoint, written by the first peer to end (waited for, up to twice the
+        collective timeout)."""
+        s = self.session
+        deadline = time.monotonic() + 2 * s.timeout_s
+        while True:
+            latest = self.ckpt.latest()
+            if latest is not None and latest.step >= self.target:
+                break
+            if time.monotonic() > deadline:
+                raise RuntimeError("the other peers ended the run but its final checkpoint did not appear")
+            time.sleep(0.5)
+        state = self.ckpt.load(latest)
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.step_count, self.samples = int(state["step"]), int(state["samples"])
+        self.finished = True
+        s.ledger.event(s.run_id, EventKind.CHECKPOINT_RESTORED, node_id=s.node_id, step=self.step_count,
+                       generation=s.generation, url=latest.url, rejected=[], purpose="the run's end, from the peers")
 
     def _after(self, result: StepResult) -> bool:
         s, sync = self.session, self.sync
@@ -147,7 +177,8 @@ class Trainer:
             self._noticed = True
             s.ledger.event(s.run_id, EventKind.NOTICE, node_id=s.node_id, step=step)
             self.save("emergency")
-        elif s.rank == self.reporter and step % self.every == 0 and sync.averaged(step):
+        elif (s.rank == self.reporter and step % self.every == 0 and sync.averaged(step)
+              and not (self.finished and hasattr(sync, "claims_final"))):  # hivemind: the first to end saves it
             self.save("periodic")
         if s.rank == self.reporter and (step % self.progress_every == 0 or self.finished):
             now = time.perf_counter()

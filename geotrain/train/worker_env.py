@@ -11,7 +11,6 @@ from pathlib import Path
 
 JOINING_ENV = "GEOTRAIN_JOINING"  # "1": this process replaces a lost peer in a running generation
 DHT_PEERS_ENV = "GEOTRAIN_DHT_PEERS"  # hivemind: where this node reaches the launcher's DHT (a JSON list)
-PEERS_KEY = "hivemind/peers"  # an elastic generation's live peers, as the launcher counts them (its store)
 RANK_VARIABLES = ("RANK", "WORLD_SIZE", "MASTER_", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK")
 
 

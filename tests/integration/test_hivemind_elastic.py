@@ -44,7 +44,8 @@ def test_a_preempted_hivemind_peer_is_replaced_while_the_others_train_on(tmp_pat
     assert left and left[0].detail["peers"] == 2
     assert len(joined) == 1 and joined[0].detail["generation"] == 1
     assert {e.detail["generation"] for e in kinds(EventKind.GENERATION_STARTED)} == {1}, "a new generation started"
-    assert not kinds(EventKind.CHECKPOINT_RESTORED)  # nobody went back to a checkpoint
+    # nobody went back to a checkpoint (a straggler at the end takes the run's final one)
+    assert not [e for e in kinds(EventKind.CHECKPOINT_RESTORED) if "purpose" not in e.detail]
 
     logs = sorted((geotrain_home() / "runs" / run_id / "logs").glob("gen*-rank*.log"))
     assert all(p.name.startswith("gen001-") for p in logs), logs

@@ -161,6 +161,11 @@ class SyncContext:
     joining: bool = False  # this peer replaces a lost one in a running generation (an elastic strategy)
 
 
+class EndedByPeers(Exception):
+    """The run reached its step count on other peers while this one was short of it (an elastic
+    strategy's straggler): its model is to be the run's final checkpoint."""
+
+
 @dataclass(frozen=True, slots=True)
 class StepResult:
     loss: float  # this rank's mean loss over what it trained in the step

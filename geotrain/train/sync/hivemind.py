@@ -38,8 +38,7 @@ import torch
 from torch import nn
 
 from geotrain.domain import SyncSettings
-from geotrain.train.worker_env import PEERS_KEY
-from geotrain.train.sync.base import ByteCounter, RoundClock, StepInput, StepResult, SyncContext, Timer, parameter_bytes, wire_dtype
+from geotrain.train.sync.base import ByteCounter, EndedByPeers, RoundClock, StepInput, StepResult, SyncContext, Timer, parameter_bytes, wire_dtype
 
 MATCHMAKING_S = 2.0  # how long a peer looks for its averaging group (hivemind.Optimizer's matchmaking_time)
 SLOWEST_MBIT = 20.0  # the slowest link a round's averaging is given time for (Mbit/s)
@@ -162,10 +161,9 @@ class HivemindSync:
         before = self.epoch
         self._local += samples
         self._loss_sum += loss * samples
-        if self._swarm_ended():  # the others reached the end and wait, serving their state: take it
-            self.opt.load_state_from_peers()
-        else:
-            self.opt.step(batch_size=samples)
+        if self._swarm_ended():  # another peer reached the end: the run's model is its final checkpoint
+            raise EndedByPeers(f"a peer reached the run's step count while this one was at {before}")
+        self.opt.step(batch_size=samples)
         after = self.epoch
         if after == before:
             return None
@@ -181,18 +179,11 @@ class HivemindSync:
         return result
 
     def after_step(self, step: int, *, final: bool = False) -> bool:
-        """At the end (the run's step count reached), a peer waits, still serving its state, until
-        every live peer has ended too (the launcher keeps their number in the store; a straggler sees
-        that a peer ended and loads the state from those waiting, :meth:`_swarm_ended`), then all take
-        one last averaging of the parameters and the optimizer's state together, so the run ends on
-        one model."""
-        if final and self.world > 1:
-            if self.store is not None:
-                self.store.add(FINISHED_KEY, 1)
-                deadline = time.monotonic() + 2 * self.timeout_s  # a straggler may be in an averaging round
-                while time.monotonic() < deadline and int(self.store.add(FINISHED_KEY, 0)) < self._live_peers():
-                    time.sleep(0.1)
-            self.opt.state_averager.step(wait_for_delayed_updates=True, averaging_round=True, delay_averaging=False)
+        """At the end (the run's step count reached) a peer says so in the store: a straggler still
+        short of it stops there and takes the run's final model from the checkpoint of the first peer
+        that ended (:meth:`_swarm_ended`, :class:`EndedByPeers`), not from peers that have left."""
+        if final and self.store is not None and self.world > 1:
+            self.store.add(FINISHED_KEY, 1)
         return final
 
     def _swarm_ended(self) -> bool:
@@ -203,15 +194,8 @@ class HivemindSync:
         return bool(self.store.check([FINISHED_KEY]))
 
     def claims_final(self) -> bool:
-        """Whether this peer writes the run's final checkpoint: the first to end (a straggler may be
-        stopped by the launcher at the end, rank 0 included)."""
+        """Whether this peer writes the run's final checkpoint: the first to end, whichever rank."""
         return self.store is None or int(self.store.add(FINAL_KEY, 1)) == 1
-
-    def _live_peers(self) -> int:
-        """The peers the launcher counts in the generation now (every rank, where it says nothing)."""
-        if self.store.check([PEERS_KEY]):
-            return int(self.store.get(PEERS_KEY).decode())
-        return self.world
 
     def averaged(self, step: int) -> bool:
         return True  # every peer of the round applies the same averaged update (up to the wire's rounding)
