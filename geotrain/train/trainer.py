@@ -85,6 +85,7 @@ class Trainer:
         budget = getattr(self.sync, "samples_left", None)  # a strategy that ends on samples, not on the step count
         self.finished = budget <= 0 if budget is not None else self.step_count >= self.target
         self._noticed = False
+        self._took_final = False  # an elastic peer took the run's final checkpoint (``_take_final``)
         self._window = (time.perf_counter(), self.samples)
 
     # -- the state --------------------------------------------------------------------------------
@@ -145,9 +146,9 @@ class Trainer:
         return True
 
     def _take_final(self) -> None:
-        """A straggler of an elastic strategy at the end: the model, the optimizer and the counts of
-        the run's final checkpoint, written by the first peer to end (waited for, up to twice the
-        collective timeout)."""
+        """An elastic strategy's peer at the end (a straggler, or one that ended after the first):
+        the model, the optimizer and the counts of the run's final checkpoint, written by the first
+        peer to end (waited for, up to twice the collective timeout), so every peer ends on it."""
         s = self.session
         deadline = time.monotonic() + 2 * s.timeout_s
         while True:
@@ -161,7 +162,7 @@ class Trainer:
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.step_count, self.samples = int(state["step"]), int(state["samples"])
-        self.finished = True
+        self.finished = self._took_final = True
         s.ledger.event(s.run_id, EventKind.CHECKPOINT_RESTORED, node_id=s.node_id, step=self.step_count,
                        generation=s.generation, url=latest.url, rejected=[], purpose="the run's end, from the peers")
 
@@ -197,9 +198,12 @@ class Trainer:
         """The run's last checkpoint (if its model may be taken here) and the end of the generation."""
         s = self.session
         claims = getattr(self.sync, "claims_final", None)  # hivemind: the first peer to end, whichever rank
-        if (claims() if claims is not None else s.rank == self.reporter) and self.sync.averaged(self.step_count):
+        mine = claims() if claims is not None else s.rank == self.reporter
+        if mine and self.sync.averaged(self.step_count):
             self.save("final")
             s.ledger.event(s.run_id, EventKind.TRAINING_FINISHED, node_id=s.node_id, step=self.step_count)
+        elif claims is not None and not self._took_final:  # every peer ends on the run's final model
+            self._take_final()
         s.flush_bytes(self.sync)
         self.sync.close()
         s.close()

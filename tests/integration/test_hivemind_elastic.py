@@ -44,7 +44,7 @@ def test_a_preempted_hivemind_peer_is_replaced_while_the_others_train_on(tmp_pat
     assert left and left[0].detail["peers"] == 2
     assert len(joined) == 1 and joined[0].detail["generation"] == 1
     assert {e.detail["generation"] for e in kinds(EventKind.GENERATION_STARTED)} == {1}, "a new generation started"
-    # nobody went back to a checkpoint (a straggler at the end takes the run's final one)
+    # nobody went back to a checkpoint (at the end every peer but the first takes the run's final one)
     assert not [e for e in kinds(EventKind.CHECKPOINT_RESTORED) if "purpose" not in e.detail]
 
     logs = sorted((geotrain_home() / "runs" / run_id / "logs").glob("gen*-rank*.log"))
@@ -62,14 +62,14 @@ def test_a_preempted_hivemind_peer_is_replaced_while_the_others_train_on(tmp_pat
     mine = steps[next(name for name in steps if joiner in name)]
     first = min(mine)
     assert joined[0].detail["step"] < first <= STEPS
-    # after its first averaging round the replacement holds its peers' model: a model that did not take
-    # its peers' state would be about ten steps away (a step moves the sum by 0.2-2, 50-400 ppm)
+    # after its first averaging round the replacement holds its peers' model (to 5e-8 in most runs; about
+    # one local step, 1e-4, where that round's matchmaking missed it): a model that did not take its peers'
+    # state would be the initial one, some 5e-3 away at this point
     theirs = [steps[name][first] for name in survivors if first in steps[name]]
-    assert theirs and all(abs(mine[first] - c) <= 1e-4 * abs(c) for c in theirs), (first, mine[first], theirs)
+    assert theirs and all(abs(mine[first] - c) <= 5e-4 * abs(c) for c in theirs), (first, mine[first], theirs)
     ended = [DONE.findall(steps_log.read_text())[-1] for steps_log in logs if DONE.search(steps_log.read_text())]
     assert len(ended) == 3 - len(stopped) >= 2 and {int(s) for s, _, _ in ended} == {STEPS}, (ended, stopped)
-    sums = [float(c) for _, _, c in ended]
-    assert max(sums) - min(sums) <= 1e-4 * abs(sums[0]), ended
+    assert len({c for _, _, c in ended}) == 1, ended  # the run's final checkpoint on every peer
 
     # no stall: the run's progress (rank 0's reports) kept its pace through the loss
     rows = [r for r in ledger.progress_rows(run_id)]
