@@ -162,9 +162,11 @@ class Trainer:
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.step_count, self.samples = int(state["step"]), int(state["samples"])
-        self.finished = self._took_final = True
-        s.ledger.event(s.run_id, EventKind.CHECKPOINT_RESTORED, node_id=s.node_id, step=self.step_count,
-                       generation=s.generation, url=latest.url, rejected=[], purpose="the run's end, from the peers")
+        self.finished = True
+        if not self._took_final:
+            s.ledger.event(s.run_id, EventKind.CHECKPOINT_RESTORED, node_id=s.node_id, step=self.step_count,
+                           generation=s.generation, url=latest.url, rejected=[], purpose="the run's end")
+        self._took_final = True
 
     def _after(self, result: StepResult) -> bool:
         s, sync = self.session, self.sync
@@ -202,10 +204,10 @@ class Trainer:
         if mine and self.sync.averaged(self.step_count):
             self.save("final")
             s.ledger.event(s.run_id, EventKind.TRAINING_FINISHED, node_id=s.node_id, step=self.step_count)
-        elif claims is not None and not self._took_final:  # every peer ends on the run's final model
-            self._take_final()
         s.flush_bytes(self.sync)
         self.sync.close()
+        if claims is not None:  # every peer ends on the run's final model, once nothing of the strategy's
+            self._take_final()  # (Hivemind's averagers share the parameters' memory) changes it any more
         s.close()
 
     def abort(self) -> None:
