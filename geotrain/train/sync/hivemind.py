@@ -11,6 +11,12 @@ new generation. Its replacement joins the DHT and loads the model, the optimizer
 its peers (``load_state_from_peers``) before it trains (``GEOTRAIN_JOINING``). A peer that falls
 behind the swarm's epoch does the same, by itself (the library's rule).
 
+The end: the first peer to reach the run's step count says so in the store (``FINISHED_KEY``) and
+writes the run's final checkpoint (:meth:`HivemindSync.claims_final`); a peer still short of it stops
+there (:class:`~geotrain.train.sync.base.EndedByPeers`), and every peer ends on that checkpoint
+(:meth:`geotrain.train.trainer.Trainer.finish`): while they train, the peers agree only up to the fp16
+deltas of Hivemind's all-reduce and the rounds a peer missed.
+
 The DHT: the launcher runs a bootstrap peer that outlives any node (``geotrain.train.dht``) and
 names it in the generation (``SyncContext.dht_peers``); without one (a test, a single process), rank
 0's DHT is the bootstrap and its addresses go through the generation's store. A fresh generation
