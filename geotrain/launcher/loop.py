@@ -62,7 +62,7 @@ from geotrain.launcher.workers import (check_checkpoint_url, check_from_nodes, g
                                       last_words, node_dir, open_store, store_host)
 from geotrain.train.ledger_relay import RELAY_ENV, RELAY_STORE, drain, relay_env
 from geotrain.train.progress import completed_reason
-from geotrain.train.worker_env import DHT_PEERS_ENV, JOINING_ENV, free_port, node_env, worker_env
+from geotrain.train.worker_env import DHT_PEERS_ENV, ELASTIC_KEY, JOINING_ENV, free_port, node_env, worker_env
 from geotrain.ledger import EventKind, Ledger, RunStatus
 from geotrain.strategies import entry
 from geotrain.providers.base import Networked, NodeInfo, NodeLink, NodeProcess, NodeState, PeerRules, Provider
@@ -204,7 +204,7 @@ class Launcher:
         self._wire = WireMeter(self.provider, self.ledger, self.run_id)
         self._dist = dist
         self._store_secret = secrets.token_hex(16)
-        if entry(self.training.sync.strategy).elastic and network is None:  # peers join through it
+        if entry(self.training.sync.strategy).elastic and network is None and self.plan.job.task is None:
             self._dht = DhtBootstrap(self.run_dir, "127.0.0.1" if self.provider.capabilities.shared_host
                                      or isinstance(self.provider, NodeLink) else "0.0.0.0")
         injector = Injector(self)
@@ -488,7 +488,7 @@ class Launcher:
             if all(code == 0 for code in codes.values()):
                 self._drain()
                 return "completed", None
-            if self._dht is not None and any(code == 0 for code in codes.values()):  # the swarm reached the end
+            if any(code == 0 for code in codes.values()) and self._elastic_workers():  # the swarm reached the end
                 ended = ended or time.monotonic()
                 if time.monotonic() - ended > self.options.collective_timeout_s + ELASTIC_END_GRACE_S:
                     self._stop_stragglers(codes)
@@ -508,7 +508,7 @@ class Launcher:
                 while failed and not lost and time.monotonic() < settle:
                     time.sleep(0.1)
                     lost = self._lost(members)
-                if lost and self._dht is not None and replace_lost(self, lost):  # the others train on
+                if lost and self._elastic_workers() and replace_lost(self, lost):  # the others train on
                     members = {n.node_id for n in self.members} - self.departed
                     continue
                 if lost:
@@ -519,6 +519,14 @@ class Launcher:
                     self._kill_workers(grace_s=2.0)
                     self._drain()
                     return "error", failed
+
+    def _elastic_workers(self) -> bool:
+        """Whether this generation's workers train through an elastic strategy's runtime (they say so in
+        its store): the built-in runtime or a script through ``geotrain.train.api``, not a
+        torchrun-style script under a hivemind plan, whose gang restarts as any other."""
+        if self._dht is None or self._store is None:
+            return False
+        return bool(self._dist.PrefixStore(f"{self._store_secret}/gen{self.generation}/", self._store).check([ELASTIC_KEY]))
 
     def _stop_stragglers(self, codes: dict[str, int | None]) -> None:
         """An elastic generation's end: peers still short of the run's step count a while after the

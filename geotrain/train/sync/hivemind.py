@@ -44,6 +44,7 @@ import torch
 from torch import nn
 
 from geotrain.domain import SyncSettings
+from geotrain.train.worker_env import ELASTIC_KEY
 from geotrain.train.sync.base import ByteCounter, EndedByPeers, RoundClock, StepInput, StepResult, SyncContext, Timer, parameter_bytes, wire_dtype
 
 MATCHMAKING_S = 2.0  # how long a peer looks for its averaging group (hivemind.Optimizer's matchmaking_time)
@@ -109,6 +110,8 @@ class HivemindSync:
             store.wait([DHT_KEY], timedelta_s(timeout_s))
             peers = json.loads(store.get(DHT_KEY).decode())
         self.dht = start_dht(peers, address)
+        if store is not None:  # the launcher replaces a lost peer in this generation only if its workers say so
+            store.set(ELASTIC_KEY, "1")
         if not dht_peers and world > 1 and rank == 0 and store is not None:
             store.set(DHT_KEY, json.dumps([str(a) for a in self.dht.get_visible_maddrs()]))
         self.opt = hivemind.Optimizer(
