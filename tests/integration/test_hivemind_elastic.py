@@ -2,7 +2,7 @@
 script (``examples/train/resnet.py``) with hivemind on the Hivemind library; one node is preempted
 mid-run. The referee is the scripts' own output and the ledger: the two survivors' step counts go on
 with no stall and no new generation; the replacement joins the same generation, loads its state from
-its peers, and after its first averaging round its parameters are its peers' at that step; every
+its peers, and within its first rounds its parameters are a peer's at that step; every
 peer ends at the run's step count on one model."""
 
 from __future__ import annotations
@@ -62,11 +62,14 @@ def test_a_preempted_hivemind_peer_is_replaced_while_the_others_train_on(tmp_pat
     mine = steps[next(name for name in steps if joiner in name)]
     first = min(mine)
     assert joined[0].detail["step"] < first <= STEPS
-    # after its first averaging round the replacement holds its peers' model (to 5e-8 in most runs; about
-    # one local step, 1e-4, where that round's matchmaking missed it): a model that did not take its peers'
-    # state would be the initial one, some 5e-3 away at this point
-    theirs = [steps[name][first] for name in survivors if first in steps[name]]
-    assert theirs and all(abs(mine[first] - c) <= 5e-4 * abs(c) for c in theirs), (first, mine[first], theirs)
+    # it loaded its peers' state and trains in step with them: within its first three rounds it holds a
+    # survivor's parameters at the same step, to the rounding of the plan's fp16 wire (about 1e-5 of the
+    # sum). Not every round, and not both survivors: a round whose matchmaking missed a peer leaves that
+    # peer up to 7e-4 away until the next averaging, and the state a joiner downloads may predate its
+    # sender's last averaging (then it is off by a constant until its own first averaging)
+    close = {k: min(abs(mine[k] - steps[name][k]) / abs(steps[name][k]) for name in survivors if k in steps[name])
+             for k in sorted(mine)[:3] if any(k in steps[name] for name in survivors)}
+    assert close and min(close.values()) <= 5e-5, close
     ended = [DONE.findall(steps_log.read_text())[-1] for steps_log in logs if DONE.search(steps_log.read_text())]
     assert len(ended) == 3 - len(stopped) >= 2 and {int(s) for s, _, _ in ended} == {STEPS}, (ended, stopped)
     assert len({c for _, _, c in ended}) == 1, ended  # the run's final checkpoint on every peer

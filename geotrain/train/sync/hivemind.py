@@ -5,6 +5,15 @@ peers together reach the target batch size ``TBS``, the peers that are there ave
 (Hivemind's butterfly all-reduce, weighted by the samples each trained) and take the same optimizer
 step. A round is an epoch of Hivemind's (``local_epoch``) and one step of the run.
 
+Every round the peers also average their parameters and the model's floating buffers (Hivemind's
+state averaging, the library's default: in the background, its result applied before the next
+round's step), so a peer that missed a round's group (it steps alone) is brought back to the
+others. Where that averaging outlasts a round (rounds of seconds on a busy host), the library lets
+its result overwrite the next round's step: the peer keeps its epoch but holds the model a step
+behind. A joiner starts training once Hivemind's progress tracker sees a peer. (A fresh
+generation's peers do not wait for theirs: they see each other only once they report progress, so
+their first round or two may be taken alone.)
+
 Membership is elastic, as the library makes it: a peer that is preempted simply stops; the others'
 next round forms without it (matchmaking finds who is there) and their step count goes on, with no
 new generation. Its replacement joins the DHT and loads the model, the optimizer and the epoch from
@@ -27,7 +36,8 @@ compression (fp32: none; fp16 and bf16: Hivemind's ``Float16Compression``, the l
 int8: ``Uniform8BitQuantization``). Matchmaking waits :data:`MATCHMAKING_S` for a group (Hivemind's
 default is 15 s, sized for rounds of minutes; a round here may take a second). The bytes a round
 sends are counted as the butterfly sends them (``2W/n`` to each other peer, ``W`` the compressed
-gradients), not measured: the library's transport is its own.
+gradients, and as much again for the parameters' averaging), not measured: the library's
+transport is its own. Hivemind's status lines (``verbose``) go to the node's log.
 
 Data (the runtime's own micro-batches): round ``k``'s micro-batch ``i`` of rank ``r`` starts at sample
 ``k·stride + (i·n + r)·m`` (``stride`` = ``TBS`` rounded up to ``n·m``, times four), a pure function of
@@ -50,6 +60,7 @@ from geotrain.train.sync.base import ByteCounter, EndedByPeers, RoundClock, Step
 MATCHMAKING_S = 2.0  # how long a peer looks for its averaging group (hivemind.Optimizer's matchmaking_time)
 SLOWEST_MBIT = 20.0  # the slowest link a round's averaging is given time for (Mbit/s)
 AVERAGING_MARGIN_S = 10.0
+JOIN_WAIT_S = 10.0  # at most this long a joiner waits for its tracker to see a peer
 REQUEST_TIMEOUT_S = 1.0  # a matchmaking request's timeout: below MATCHMAKING_S, as the library asks
 DHT_KEY = "hivemind/dht"  # the store key of rank 0's DHT addresses, where no launcher bootstraps one
 READY_KEY = "hivemind/ready"
@@ -71,6 +82,12 @@ def averaging_timeout_s(payload_bytes: int, limit_s: float) -> float:
     :data:`SLOWEST_MBIT`, plus :data:`AVERAGING_MARGIN_S`; at most ``limit_s`` (the run's collective
     timeout). A missed group costs a peer this long, so it is no longer than the payload needs."""
     return min(limit_s, MATCHMAKING_S + 2 * payload_bytes * 8 / (SLOWEST_MBIT * 1e6) + AVERAGING_MARGIN_S)
+
+
+def averaged_buffers(model: nn.Module) -> tuple[torch.Tensor, ...]:
+    """The model's floating-point buffers (batch norm's running statistics), averaged and loaded with
+    the parameters (Hivemind's ``extra_tensors``): without them a joining peer keeps its initial ones."""
+    return tuple(b for b in model.buffers() if b.is_floating_point())
 
 
 def start_dht(initial_peers: list[str], address: str):  # noqa: ANN201 - hivemind.DHT
@@ -118,19 +135,29 @@ class HivemindSync:
             dht=self.dht, run_id=run_id, target_batch_size=target_batch_size, batch_size_per_step=samples_per_micro,
             optimizer=optimizer, matchmaking_time=MATCHMAKING_S, averaging_timeout=averaging_timeout_s(self.payload, timeout_s),
             grad_compression=compression(precision), state_averaging_compression=compression(precision),
-            load_state_timeout=timeout_s, averager_opts={"request_timeout": REQUEST_TIMEOUT_S}, verbose=False)
+            extra_tensors=averaged_buffers(model),
+            load_state_timeout=timeout_s, averager_opts={"request_timeout": REQUEST_TIMEOUT_S}, verbose=True)
         self.opt.state_averager.local_epoch = step  # resumed from a checkpoint: the swarm's epoch
+        deadline = time.monotonic() + timeout_s
         if joining:
             self.opt.load_state_from_peers()
             self.joined_at = self.opt.local_epoch
+            self._wait_for_peers(2, min(deadline, time.monotonic() + JOIN_WAIT_S))
         elif world > 1 and store is not None:  # a fresh generation starts together
             store.add(READY_KEY, 1)
-            deadline = time.monotonic() + timeout_s
             while int(store.add(READY_KEY, 0)) < world and time.monotonic() < deadline:
                 time.sleep(0.05)
         self._local, self._loss_sum = 0, 0.0  # since the last epoch: samples and loss sum of this peer
         self.store, self.timeout_s = store, timeout_s
         self._looked = 0.0  # when _swarm_ended last asked the store
+
+    def _wait_for_peers(self, peers: int, deadline: float) -> None:
+        """Wait (until ``deadline``) for Hivemind's progress tracker to see ``peers`` peers, this one
+        included: a joiner whose tracker sees nobody counts only its own samples toward the target
+        batch size, so it would take its first round alone, without its peers' gradients."""
+        self.opt.tracker.report_local_progress(self.opt.local_epoch, 0)  # peers see a peer once it reports
+        while self.opt.tracker.global_progress.num_peers < peers and time.monotonic() < deadline:
+            time.sleep(0.1)
 
     @classmethod
     def from_settings(cls, sync: SyncSettings, ctx: SyncContext) -> HivemindSync:
@@ -178,9 +205,9 @@ class HivemindSync:
             return None
         rounds = max(1, after - before)
         peers = max(1, self.opt.tracker.global_progress.num_peers)
-        for p in range(self.world):  # the butterfly: 2W/n to each other peer (counted, not measured)
+        for p in range(self.world):  # the butterfly: 2W/n to each other peer, the gradients and the parameters
             if p != self.rank and p < peers:
-                self.counter.to(p, 2 * self.payload // peers)
+                self.counter.to(p, 2 * 2 * self.payload // peers)
         result = StepResult(self._loss_sum / self._local, rounds * self.tbs, step=after)
         self._local, self._loss_sum = 0, 0.0
         self.clock.steps += 1
