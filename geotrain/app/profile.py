@@ -5,12 +5,14 @@ from __future__ import annotations
 import datetime as dt
 import platform
 import re
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from geotrain.errors import InputError
 from geotrain.perf.rates import CPU, MEASURED, ComputeRate, RateTable, save_rate
 from geotrain.train import profiling
+from geotrain.train.capabilities import WORKLOADS as BUILT_IN
 
 KINDS = ("cv", "nlp")
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
@@ -40,6 +42,16 @@ class ProfileResult:
     output: Path
 
 
+def builtin_command(workload: str) -> tuple[str, ...]:
+    """What ``geotrain profile --workload NAME`` runs without a command: the built-in workload, trained
+    alone as the built-in runtime trains it (:mod:`geotrain.train.workload_probe`)."""
+    if workload not in BUILT_IN:
+        raise InputError(f"profile: {workload!r} is not a built-in workload, so give its training command after "
+                         f"`--`, e.g. geotrain profile --workload {workload} --samples-per-step 32 -- python train.py; "
+                         f"built-in (no command needed): {', '.join(BUILT_IN)}")
+    return (sys.executable, "-m", "geotrain.train.workload_probe", workload)
+
+
 def profile(request: ProfileRequest) -> ProfileResult:
     if not NAME.match(request.workload):
         raise InputError(f"--workload {request.workload!r}: use letters, digits and . _ + - (the name --rates "
@@ -58,12 +70,15 @@ def profile(request: ProfileRequest) -> ProfileResult:
             raise InputError(f"this machine's GPU ({device}) is not an accelerator the catalog knows; name it with "
                              f"--accelerator (one of {', '.join(sorted(known))})")
     threads = request.threads if request.threads is not None else (1 if accelerator == CPU else None)
-    measurement = profiling.measure(list(request.command), samples_per_step=request.samples_per_step,
+    command = request.command or builtin_command(request.workload)
+    measurement = profiling.measure(list(command), samples_per_step=request.samples_per_step,
                                     steps=request.steps, warmup=request.warmup, timeout_s=request.timeout_s,
                                     workdir=request.workdir, threads=threads,
                                     min_seconds=request.min_seconds)
     on = f"{device}, {threads} thread(s)" if accelerator == CPU else device
-    source = (f"geotrain profile of `{' '.join(request.command)}` on {platform.machine()} {on}: "
+    what = (f"`{' '.join(request.command)}`" if request.command else
+            f"the built-in {request.workload} (geotrain.train.workloads: its synthetic data, as a launch trains it)")
+    source = (f"geotrain profile of {what} on {platform.machine()} {on}: "
               f"{measurement.steps_timed} steps after {request.warmup} warm-up ({measurement.counted_by}), "
               f"{dt.date.today().isoformat()}")
     rate = ComputeRate(request.workload, accelerator, 1, measurement.samples_per_s, False, source, request.kind,

@@ -31,7 +31,8 @@ def profile(
     as_json: bool = typer.Option(False, "--json", help="Print the measured rate as JSON."),
 ) -> None:
     """Run `-- COMMAND` (e.g. python train.py) for warm-up + steps optimizer steps on this machine and save its
-    samples/s for `plan --rates` and `estimate --rates`."""
+    samples/s for `plan --rates` and `estimate --rates`. Without a command, a built-in workload (e.g.
+    --workload resnet50) trains alone as a launch trains it."""
     from geotrain.app.profile import ProfileRequest
     from geotrain.app.profile import profile as run_profile
 

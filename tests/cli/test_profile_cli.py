@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import json
 import sys
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -106,7 +107,7 @@ def test_bad_input_is_refused_before_anything_runs(tmp_path):
     script = tmp_path / "train.py"
     script.write_text(SCRIPT)
     cases = [
-        (["--workload", "w"], "give the training command after `--`"),
+        (["--workload", "w"], "'w' is not a built-in workload, so give its training command after `--`"),
         (["--workload", "a,b", "--", sys.executable, str(script)], "--workload"),
         (["--workload", "w", "--accelerator", "TPUv9", "--", sys.executable, str(script)], "not one the catalog knows"),
         (["--workload", "w", "--kind", "audio", "--", sys.executable, str(script)], "--kind"),
@@ -123,6 +124,27 @@ def test_bad_input_is_refused_before_anything_runs(tmp_path):
                       "--warmup", "0", "--min-seconds", "0", "--", sys.executable, str(script), str(tmp_path / "s.txt"))
     assert result.exit_code == 2 and "missing column" in result.output, result.output
     assert (tmp_path / "rates.csv").read_text() == "not,a,rates,file\n1,2,3,4\n"
+
+
+@pytest.mark.parametrize("workload", ["tiny-cnn", pytest.param("resnet50", marks=pytest.mark.slow)])
+def test_a_built_in_workload_is_profiled_without_a_command_as_a_launch_trains_it(tmp_path, workload):
+    result = _profile(tmp_path, "--workload", workload, "--steps", "3", "--warmup", "1", "--min-seconds", "0",
+                      "--accelerator", "CPU", "--json")
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    assert out["counted_by"] == "reported samples" and out["steps_timed"] >= 3
+    # the referee: the workload's own reports (each step's time and its micro-batch, which is the runtime's)
+    from geotrain.train.workloads import workload_named
+
+    events = [json.loads(line) for line in (Path(out["log"]).parent / "progress.jsonl").read_text().splitlines()]
+    reports = [e for e in events if "samples" in e]
+    assert {e["samples"] for e in reports} == {workload_named(workload).samples_per_step}
+    timed = reports[1:1 + out["steps_timed"]]
+    own = sum(e["samples"] for e in timed) / (timed[-1]["t"] - reports[0]["t"])
+    assert out["samples_per_s"] == pytest.approx(own, rel=1e-6)
+    rows = list(csv.DictReader((tmp_path / "rates.csv").open()))
+    assert [(r["workload"], r["accelerator"], r["kind"]) for r in rows] == [(workload, "CPU", "")]
+    assert f"the built-in {workload}" in rows[0]["source"], rows[0]["source"]
 
 
 def test_device_names_and_probed_commands():
