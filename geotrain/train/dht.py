@@ -17,9 +17,9 @@ from pathlib import Path
 
 def main(argv: list[str]) -> int:
     out, host, port = Path(argv[0]), argv[1], int(argv[2])
-    import hivemind
+    from geotrain.train.sync.hivemind import library
 
-    dht = hivemind.DHT(start=True, host_maddrs=[f"/ip4/{host}/tcp/{port}"])
+    dht = library().DHT(start=True, host_maddrs=[f"/ip4/{host}/tcp/{port}"])
     record = {"peer_id": str(dht.peer_id), "maddrs": [str(a) for a in dht.get_visible_maddrs()]}
     partial = out.with_suffix(".partial")
     partial.write_text(json.dumps(record))
