@@ -432,9 +432,11 @@ def _serialise(state: dict) -> bytes:
     buffer = io.BytesIO()
     torch.save(state, buffer)
     data = buffer.getvalue()
-    # Fail before writing anything rather than commit a checkpoint that load() would refuse.
+    # Fail before writing anything rather than commit a checkpoint that load() would refuse. The
+    # tensors go to the meta device: the check unpickles everything but copies no data (a second
+    # copy of a large model's state is what would run a host out of memory).
     try:
-        torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
+        torch.load(io.BytesIO(data), map_location="meta", weights_only=True)
     except Exception as exc:  # torch raises UnpicklingError (or RuntimeError) naming the type
         lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
         detail = next((line for line in lines if "Unsupported global" in line), lines[0] if lines else "")

@@ -39,7 +39,9 @@ int8: ``Uniform8BitQuantization``). Matchmaking waits :data:`MATCHMAKING_S` for 
 default is 15 s, sized for rounds of minutes; a round here may take a second). The bytes a round
 sends are counted as the butterfly sends them (``2W/n`` to each other peer, ``W`` the compressed
 gradients, and as much again for the parameters' averaging), not measured: the library's
-transport is its own. Hivemind's status lines (``verbose``) go to the node's log.
+transport is its own. Hivemind's status lines (``verbose``) go to the node's log, and after each
+of them that says the parameters were averaged, the sum of the parameters as the average left them
+(:func:`optimizer_class`).
 
 Data (the runtime's own micro-batches): round ``k``'s micro-batch ``i`` of rank ``r`` starts at sample
 ``k·stride + (i·n + r)·m`` (``stride`` = ``TBS`` rounded up to ``n·m``, times four), a pure function of
@@ -116,6 +118,39 @@ def averaging_timeout_s(payload_bytes: int, limit_s: float) -> float:
     return min(limit_s, MATCHMAKING_S + 2 * payload_bytes * 8 / (SLOWEST_MBIT * 1e6) + AVERAGING_MARGIN_S)
 
 
+AVERAGED_LINE = "hivemind: parameters as averaged with the group (epoch {epoch}): sum {total:.6f}"
+
+
+def optimizer_class():  # noqa: ANN201 - a hivemind.Optimizer subclass
+    """``hivemind.Optimizer`` whose state averager says, in the node's log, what each parameters'
+    averaging left: the sum of the parameters right after the group's average is loaded into them
+    (:data:`AVERAGED_LINE`). Every peer of an averaging group loads the same average, so these lines
+    are where a joiner can be seen to hold its peers' parameters: a peer's printed step count cannot
+    show it, since Hivemind's groups form by time, not by epoch, and a joiner may average with peers
+    an epoch ahead of it until the library finds it out of sync. (The hooks are hivemind 1.1.12's:
+    ``Optimizer._make_state_averager`` and ``TrainingStateAverager._apply_averaging_results_``.)"""
+    hivemind = library()
+    from hivemind.optim.state_averager import TrainingStateAverager
+
+    class ReportingStateAverager(TrainingStateAverager):
+        def _apply_averaging_results_(self) -> None:
+            super()._apply_averaging_results_()
+            with torch.no_grad():
+                total = float(sum(p.detach().double().sum() for p in self.main_parameters))
+            print(AVERAGED_LINE.format(epoch=self.local_epoch, total=total), flush=True)
+
+    class ReportingOptimizer(hivemind.Optimizer):
+        def _make_state_averager(self, **kwargs) -> TrainingStateAverager:  # noqa: ANN003 - hivemind's
+            return ReportingStateAverager(
+                dht=self.dht, prefix=f"{self.run_id}_state_averager", min_matchmaking_time=self.matchmaking_time,
+                allreduce_timeout=self.allreduce_timeout, shutdown_timeout=self.shutdown_timeout,
+                offload_optimizer=self.offload_optimizer, custom_gradients=self.offload_optimizer,
+                status_loglevel=self.status_loglevel, next_chunk_timeout=self.next_chunk_timeout,
+                client_mode=self.client_mode, auxiliary=self.auxiliary, start=True, **kwargs)
+
+    return ReportingOptimizer
+
+
 def start_dht(initial_peers: list[str], address: str):  # noqa: ANN201 - hivemind.DHT
     """A DHT peer on ``address`` (any free port), joined to ``initial_peers``."""
     return library().DHT(start=True, initial_peers=initial_peers, host_maddrs=[f"/ip4/{address}/tcp/0"],
@@ -130,7 +165,6 @@ class HivemindSync:
                  world: int, counter: ByteCounter, target_batch_size: int, samples_per_micro: int, precision: str, *,
                  run_id: str = "geotrain", dht_peers: list[str] | None = None, store: object | None = None,
                  address: str = "127.0.0.1", timeout_s: float = 60.0, step: int = 0, joining: bool = False) -> None:
-        hivemind = library()
 
         self.raw = self.model = model
         self.loss_fn = loss_fn
@@ -152,7 +186,7 @@ class HivemindSync:
             store.set(ELASTIC_KEY, "1")
         if not dht_peers and world > 1 and rank == 0 and store is not None:
             store.set(DHT_KEY, json.dumps([str(a) for a in self.dht.get_visible_maddrs()]))
-        self.opt = hivemind.Optimizer(
+        self.opt = optimizer_class()(
             dht=self.dht, run_id=run_id, target_batch_size=target_batch_size, batch_size_per_step=samples_per_micro,
             optimizer=optimizer, matchmaking_time=MATCHMAKING_S, averaging_timeout=averaging_timeout_s(self.payload, timeout_s),
             grad_compression=compression(precision), state_averaging_compression=compression(precision),
