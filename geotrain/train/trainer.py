@@ -74,7 +74,7 @@ class Trainer:
             samples_per_micro=samples_per_micro, deterministic=deterministic,
             rates=[n.get("samples_per_s") or 1.0 for n in s.nodes], store=s.store, address=s.address,
             timeout_s=s.timeout_s, samples_left=target_steps * micro_batches * samples_per_micro - self.samples,
-            optimizer=optimizer, run_id=s.run_id, dht_peers=s.dht_peers, step=self.step_count, joining=s.joining))
+            optimizer=optimizer, run_id=f"{s.run_id}-gen{s.generation}", dht_peers=s.dht_peers, step=self.step_count, joining=s.joining))
         joined = getattr(self.sync, "joined_at", None)  # an elastic peer that took its state from its peers
         if joined is not None:
             self.samples += (joined - self.step_count) * s.sync_settings.target_batch_size

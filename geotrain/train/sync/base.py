@@ -155,7 +155,7 @@ class SyncContext:
     timeout_s: float = 60.0
     samples_left: int | None = None
     optimizer: torch.optim.Optimizer | None = None  # the run's optimizer (hivemind wraps it)
-    run_id: str = "geotrain"
+    run_id: str = "geotrain"  # the swarm's name (hivemind's run id): one per generation of the run
     dht_peers: Sequence[str] = ()  # hivemind: the launcher's DHT bootstrap peer (multiaddrs)
     step: int = 0  # the step the run resumes from
     joining: bool = False  # this peer replaces a lost one in a running generation (an elastic strategy)

@@ -31,7 +31,10 @@ deltas of Hivemind's all-reduce and the rounds a peer missed.
 The DHT: the launcher runs a bootstrap peer that outlives any node (``geotrain.train.dht``) and
 names it in the generation (``SyncContext.dht_peers``); without one (a test, a single process), rank
 0's DHT is the bootstrap and its addresses go through the generation's store. A fresh generation
-starts together (a barrier on the store), so no peer takes the first rounds alone.
+starts together (a barrier on the store), so no peer takes the first rounds alone. Each generation
+is its own swarm (Hivemind's run id names it, ``SyncContext.run_id``): where a crash restarts the
+gang, the launcher's DHT still holds the old generation's progress and groups for a while, and the
+new peers must not count them.
 
 The plan's settings: ``target_batch_size`` is Hivemind's, ``precision`` its gradient and state
 compression (fp32: none; fp16 and bf16: Hivemind's ``Float16Compression``, the library has no bf16;
