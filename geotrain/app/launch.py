@@ -206,6 +206,30 @@ def dry_run(plan: Plan | Path, options: LaunchOptions, *, provider_name: str | N
     return out
 
 
+def check_data(options: LaunchOptions, plan: Plan, *, remote: bool) -> None:
+    """Refuse ``--data`` the workers could not train on, before any node boots: with a user's command
+    (it reads its own data), and data here that is not what the workload trains on. A path that is not
+    on this machine is the nodes' own where they are other machines (each worker checks it there)."""
+    if options.data is None:
+        return
+    if options.command:
+        raise InputError("--data is the built-in runtime's: a command after `--` reads its own data (give it the "
+                         "location as its own argument)")
+    location = options.data
+    here = "://" not in location or location.startswith("file://")
+    if remote and (not here or not Path(location.removeprefix("file://")).expanduser().exists()):
+        return
+    if not here:
+        return  # a URL: each node copies it (a failure there ends the worker with the reason)
+    from geotrain.train.userdata import DataError, data_batches
+
+    training = resolve_training(plan, options)
+    try:
+        data_batches(training.workload, location)
+    except DataError as exc:
+        raise InputError(f"--data: {exc}") from None
+
+
 def launch(plan: Plan | Path, options: LaunchOptions, *, provider_name: str | None = None,
            on_status: Callable[[Status], None] | None = None,
            on_start: Callable[[str, Training], None] | None = None,
@@ -236,6 +260,7 @@ def launch(plan: Plan | Path, options: LaunchOptions, *, provider_name: str | No
                              "AWS or Azure region, or on GCP, whose network spans its regions (plan --regions R)")
     if options.checkpoint_url and not (remote and options.checkpoint_url.startswith("file://")):
         check_checkpoint_url(options.checkpoint_url)  # and a checkpoint location the workers cannot use
+    check_data(options, plan, remote=remote)
     # (a file:// location of nodes on other machines is theirs, not this machine's: each node probes it)
     network = emulated_network(plan, name, on_note) if emulate_wan else None
     try:

@@ -25,6 +25,11 @@ def launch(
                                             "(recorded as a substitution)."),
     steps: int = typer.Option(200, "--steps", min=1, max=10**10 - 1, help="Train this many steps (global batches)."),
     checkpoint_url: str = typer.Option(None, "--checkpoint-url", help="Where checkpoints go (any fsspec URL)."),
+    data: str = typer.Option(None, "--data", metavar="LOCATION",
+                             help="Train the built-in workload on your data instead of synthetic data: an image "
+                                  "folder (one subfolder per class) for the vision models, a .npy file of token "
+                                  "ids for the language models; a path on every node, or a URL (s3://, gs://, "
+                                  "az://) each node copies."),
     checkpoint_every: int = typer.Option(20, "--checkpoint-every", min=1, max=10**10 - 1, help="Steps between checkpoints."),
     checkpoint_region: str = typer.Option(None, "--checkpoint-region",
                                           help="cloud/region of the checkpoint storage (prices its traffic)."),
@@ -141,7 +146,7 @@ def launch(
             raise InputError("give a plan file (geotrain plan ... -o plan.json), or --resume RUN_ID")
         options = app_launch.launch_options(
             train_workload=train_workload, sync=sync, command=tuple(ctx.args), steps=steps,
-            checkpoint_url=checkpoint_url, checkpoint_region=checkpoint_region,
+            checkpoint_url=checkpoint_url, checkpoint_region=checkpoint_region, data=data,
             checkpoint_every=checkpoint_every, deterministic=deterministic, max_restarts=max_restarts,
             block_min=block_min, max_spend_usd=max_spend_usd, seed=seed, preempt_rate=preempt_rate,
             preempt_trace=preempt_trace, preempt_at=preempt_at, notice_s=notice, control_address=control_address,

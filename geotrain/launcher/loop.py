@@ -58,7 +58,8 @@ from geotrain.launcher.steering import market_key, offer_mixes
 from geotrain.launcher.watch import MarketWatch, Need, need_of
 from geotrain.launcher.task import check_task, script_workdir, setup_failure, task_argv, task_command
 from geotrain.launcher.training import Training, resolve_training, step_target
-from geotrain.launcher.workers import (check_checkpoint_url, check_from_nodes, generation_backend, kill_stale_workers,
+from geotrain.launcher.workers import (check_checkpoint_url, check_from_nodes, data_failure, generation_backend,
+                                      kill_stale_workers,
                                       last_words, node_dir, open_store, store_host)
 from geotrain.train.ledger_relay import RELAY_ENV, RELAY_STORE, drain, relay_env
 from geotrain.train.progress import completed_reason
@@ -269,7 +270,7 @@ class Launcher:
                 said = last_words(self.run_dir / "logs", self.generation, detail, lines=8)
                 self.ledger.event(self.run_id, EventKind.WORKER_FAILED, generation=self.generation, codes=detail,
                                   restarts=self.restarts, said=said)
-                failed_setup = setup_failure(said)
+                failed_setup = setup_failure(said) or data_failure(said)
                 if failed_setup is not None:  # as SkyPilot: a failed setup ends the run at once, it is not retried
                     self._terminate_all("failed")
                     raise RunError(failed_setup)
@@ -341,7 +342,7 @@ class Launcher:
         table = [{**node_row(n), "rank": r} for r, n in enumerate(members)]
         config = {
             "run_id": self.run_id, "generation": self.generation, "workload": t.workload,
-            "sync": t.sync.to_mapping(), "deterministic": self.options.deterministic,
+            "sync": t.sync.to_mapping(), "deterministic": self.options.deterministic, "data": self.options.data,
             "micro_batches": max(t.global_micro_batches, world),
             "lr": self.options.lr, "momentum": self.options.momentum, "seed": self.options.seed,
             "target_steps": self.options.steps, "checkpoint_url": self.options.checkpoint_url,

@@ -18,6 +18,7 @@ class LaunchOptions:
     train_workload: str | None = None  # a built-in stand-in instead of the plan's workload (a substitution)
     sync: str | None = None  # a runtime strategy instead of the plan's (a substitution)
     command: tuple[str, ...] = ()  # a user's torchrun-style script instead of the built-in runtime
+    data: str | None = None  # the built-in runtime's data: an image folder or token file (geotrain.train.userdata)
     steps: int = 200
     checkpoint_url: str | None = None  # default: GEOTRAIN_HOME/runs/<run>/checkpoints
     checkpoint_location: str | None = None  # "cloud/region" of the checkpoint storage (for its traffic cost)

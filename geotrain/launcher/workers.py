@@ -119,6 +119,21 @@ def last_words(logs: Path, generation: int, codes: object, lines: int = 3) -> di
     return said
 
 
+def data_failure(said: dict[str, list[str]]) -> str | None:
+    """The message of a run whose workers cannot train on the user's data (``said``: node id → the
+    last lines of its worker's log, one of them ``DATA_FAILED`` and the reason), or None. Every retry
+    would fail the same way, so the run stops at once."""
+    from geotrain.train.worker_env import DATA_FAILED
+
+    for node_id, lines in sorted(said.items()):
+        for line in reversed(lines):
+            if line.startswith(DATA_FAILED):
+                return (f"the worker on node {node_id} cannot train on the data given with --data: "
+                        f"{line[len(DATA_FAILED):]}; the run is stopped and its nodes released. Fix --data and "
+                        "launch again")
+    return None
+
+
 def store_host(shared_host: bool, control_address: str | None, network=None) -> str:  # noqa: ANN001
     """Where the nodes reach the launcher's rendezvous store: the coordinator's address with emulated
     links, loopback when every node is a process here, else ``--control-address`` or this machine's

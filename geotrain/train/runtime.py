@@ -14,6 +14,9 @@ TCP store (a stable host, unlike a node that may be preempted), under a prefix p
 The run ends after ``target_steps`` steps; asgd-ga across regions, where every region trains at its
 own pace, ends when the home server has counted ``target_steps`` global batches of samples.
 
+Data: the workload's synthetic data, or the user's (``data`` in the config: an image folder or a
+token file, ``geotrain.train.userdata``), sample ``i`` a pure function of (seed, i) either way.
+
 Checkpoints: every ``checkpoint_every`` steps (by rank 0; asgd-ga: the home leader, which holds the
 run's model and sample count and reports its progress), when the run ends, and at once when a
 preemption notice arrives (by the warned node: with all-reduce every rank holds the whole state; with
@@ -32,6 +35,7 @@ import os
 import random
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 PEER_LOST = 75
 
@@ -61,9 +65,22 @@ def main(argv: list[str]) -> int:
     if deterministic:
         torch.use_deterministic_algorithms(True)
     notice = NoticeWatch(os.environ.get("GEOTRAIN_NODE_DIR"))
+    workload = workload_named(config["workload"])
+    batch = workload.batch
+    if config.get("data"):  # the user's data instead: checked before this worker joins its peers
+        from geotrain.train.userdata import DataError, data_batches
+        from geotrain.train.worker_env import DATA_FAILED
+
+        node_dir = os.environ.get("GEOTRAIN_NODE_DIR")
+        try:
+            batch, data = data_batches(workload.name, config["data"], Path(node_dir) if node_dir else None)
+        except DataError as exc:
+            print(f"{DATA_FAILED}{exc}", file=sys.stderr, flush=True)
+            return 1
     session = Session.open(config)
     rank, world = session.rank, session.world
-    workload = workload_named(config["workload"])
+    if config.get("data"):
+        print(f"rank {rank}/{world}: {workload.name} on the {data}", flush=True)
     torch.manual_seed(config["seed"])
     random.seed(config["seed"])
     model = workload.build_model().to(session.device)
@@ -77,7 +94,7 @@ def main(argv: list[str]) -> int:
                       write_delay_s=float(os.environ.get("GEOTRAIN_FAULT_CHECKPOINT_DELAY_S", "0")))
 
     def fetch(position: int) -> tuple:
-        return tuple(t.to(session.device) for t in workload.batch(config["seed"], position, m))
+        return tuple(t.to(session.device) for t in batch(config["seed"], position, m))
 
     own_data = getattr(trainer.sync, "reads_own_data", False)
     mine = [j for j in range(M) if j % world == rank]

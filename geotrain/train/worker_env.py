@@ -12,6 +12,7 @@ from pathlib import Path
 JOINING_ENV = "GEOTRAIN_JOINING"  # "1": this process replaces a lost peer in a running generation
 DHT_PEERS_ENV = "GEOTRAIN_DHT_PEERS"  # hivemind: where this node reaches the launcher's DHT (a JSON list)
 ELASTIC_KEY = "elastic"  # in the generation's store: its workers train through an elastic strategy's runtime
+DATA_FAILED = "geotrain: the training data: "  # a worker's last line where it cannot train on --data (not retried)
 RANK_VARIABLES = ("RANK", "WORLD_SIZE", "MASTER_", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK")
 
 

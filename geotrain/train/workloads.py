@@ -1,4 +1,4 @@
-"""Built-in workloads, with deterministic synthetic data.
+"""Built-in workloads, with deterministic synthetic data (or the user's: ``geotrain.train.userdata``).
 
 - ``tiny-cnn``: a small CNN on synthetic 3x32x32 images of 10 classes (labels are a fixed random
   linear function of the pixels, so the loss falls as it learns).
@@ -143,19 +143,30 @@ def planned_image_batch(seed: int, first: int, size: int) -> tuple[torch.Tensor,
     return image_batch(seed, first, size, IMAGE_SIDE, IMAGENET_CLASSES)
 
 
+FIRST_ORDINARY = 5  # the RoBERTa vocabularies' first token that is not a special one
+
+
+def masks(tokens: torch.Tensor, vocab: int, seed: int, first: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Masked-LM inputs and labels for the sequences ``tokens`` (samples ``first``, ``first + 1``, ...):
+    ``MASKED`` of the tokens, drawn per sample from (seed, index), replaced by the vocabulary's mask
+    token; labels -100 where not masked."""
+    mask_id = 4 if vocab < 100_000 else 250001
+    picks = torch.stack([torch.rand(tokens.shape[1], generator=_generator(seed + 1, first + k))
+                         for k in range(tokens.shape[0])])
+    masked = picks < MASKED
+    inputs = torch.where(masked, torch.full_like(tokens, mask_id), tokens)
+    labels = torch.where(masked, tokens, torch.full_like(tokens, -100))
+    return inputs, labels
+
+
 def masked_token_batch(vocab: int) -> Callable[[int, int, int], tuple[torch.Tensor, torch.Tensor]]:
     """Synthetic sequences (the bigram tokens of ``tiny-lm``, spread over the model's vocabulary past its
-    special tokens) with ``MASKED`` of them replaced by the mask token; labels -100 where not masked."""
-    mask_id, first_ordinary = 4 if vocab < 100_000 else 250001, 5
+    special tokens), masked (:func:`masks`)."""
 
     def batch(seed: int, first: int, size: int) -> tuple[torch.Tensor, torch.Tensor]:
         tokens, _ = token_batch(seed, first, size)
-        tokens = (tokens[:, :SEQUENCE] * ((vocab - first_ordinary - 1) // TinyLM.VOCAB)) + first_ordinary
-        picks = torch.stack([torch.rand(tokens.shape[1], generator=_generator(seed + 1, first + k)) for k in range(size)])
-        masked = picks < MASKED
-        inputs = torch.where(masked, torch.full_like(tokens, mask_id), tokens)
-        labels = torch.where(masked, tokens, torch.full_like(tokens, -100))
-        return inputs, labels
+        tokens = (tokens[:, :SEQUENCE] * ((vocab - FIRST_ORDINARY - 1) // TinyLM.VOCAB)) + FIRST_ORDINARY
+        return masks(tokens, vocab, seed, first)
 
     return batch
 
