@@ -121,13 +121,14 @@ def averaging_timeout_s(payload_bytes: int, limit_s: float) -> float:
     return min(limit_s, MATCHMAKING_S + 2 * payload_bytes * 8 / (SLOWEST_MBIT * 1e6) + AVERAGING_MARGIN_S)
 
 
-AVERAGED_LINE = "hivemind: parameters as averaged with the group (epoch {epoch}): sum {total:.6f}"
+AVERAGED_LINE = "hivemind: parameters as averaged with the group (epoch {epoch}, at {at:.3f}): sum {total:.6f}"
 
 
 def optimizer_class():  # noqa: ANN201 - a hivemind.Optimizer subclass
     """``hivemind.Optimizer`` whose state averager says, in the node's log, what each parameters'
     averaging left: the sum of the parameters right after the group's average is loaded into them
-    (:data:`AVERAGED_LINE`). Every peer of an averaging group loads the same average, so these lines
+    (:data:`AVERAGED_LINE`, with the epoch and the Unix time). Every peer of an averaging group loads
+    the same average (each peer loads it before its next step, so within a round), so these lines
     are where a joiner can be seen to hold its peers' parameters: a peer's printed step count cannot
     show it, since Hivemind's groups form by time, not by epoch, and a joiner may average with peers
     an epoch ahead of it until the library finds it out of sync. (The hooks are hivemind 1.1.12's:
@@ -140,7 +141,7 @@ def optimizer_class():  # noqa: ANN201 - a hivemind.Optimizer subclass
             super()._apply_averaging_results_()
             with torch.no_grad():
                 total = float(sum(p.detach().double().sum() for p in self.main_parameters))
-            print(AVERAGED_LINE.format(epoch=self.local_epoch, total=total), flush=True)
+            print(AVERAGED_LINE.format(epoch=self.local_epoch, at=time.time(), total=total), flush=True)
 
     class ReportingOptimizer(hivemind.Optimizer):
         def _make_state_averager(self, **kwargs) -> TrainingStateAverager:  # noqa: ANN003 - hivemind's
