@@ -56,20 +56,21 @@ def local_copy(location: str, cache_dir: Path | None) -> Path:
     if cache_dir is None:
         raise DataError(f"{location} is a URL, and this process has no directory of its own to copy it into")
     dest = cache_dir / "data" / hashlib.sha256(location.encode()).hexdigest()[:16]
-    done = dest.with_name(dest.name + ".done")
+    done = dest.with_name(dest.name + ".done")  # holds what the copy is: "." (a folder) or the file's name
     if not done.exists():
         try:
             fs, root = fsspec.core.url_to_fs(location)
             if fs.isdir(root):
                 fs.get(root.rstrip("/") + "/", str(dest) + "/", recursive=True)
+                made = "."
             else:
+                made = posixpath.basename(root.rstrip("/"))
                 dest.mkdir(parents=True, exist_ok=True)
-                fs.get(root, str(dest / posixpath.basename(root)))
+                fs.get(root, str(dest / made))
         except (OSError, ValueError, ImportError) as exc:
             raise DataError(f"cannot copy {location} to this node: {exc}") from exc
-        done.touch()
-    entries = list(dest.iterdir()) if dest.is_dir() else []
-    return entries[0] if len(entries) == 1 and entries[0].is_file() else dest
+        done.write_text(made)
+    return dest / done.read_text()
 
 
 def data_batches(workload: str, location: str, cache_dir: Path | None = None) -> tuple[Batch, str]:
