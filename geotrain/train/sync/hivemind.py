@@ -140,7 +140,7 @@ def optimizer_class():  # noqa: ANN201 - a hivemind.Optimizer subclass
         def _apply_averaging_results_(self) -> None:
             super()._apply_averaging_results_()
             with torch.no_grad():
-                total = float(sum(p.detach().double().sum() for p in self.main_parameters))
+                total = float(sum(p.detach().sum(dtype=torch.float64) for p in self.main_parameters))
             print(AVERAGED_LINE.format(epoch=self.local_epoch, at=time.time(), total=total), flush=True)
 
     class ReportingOptimizer(hivemind.Optimizer):
