@@ -15,7 +15,8 @@ The tree, with the process exit code the CLI maps each branch to (once, in ``geo
     │   ├── ConfigurationError        4  the launch request can never succeed as configured (image, type, SKU)
     │   ├── ThrottledError            4  the API asked us to slow down
     │   └── ProviderTimeoutError      4  a call timed out and its outcome is unknown (list to find out)
-    └── RunError                      5  a launched run failed (training crashed, restart budget spent)
+    ├── RunError                      5  a launched run failed (training crashed, restart budget spent)
+    └── SearchCutShortError           6  the planner's search ran out of time: no mix found, none proven impossible
 
 Exit code 130 is reserved for Ctrl-C, and 0 for success. Messages are one sentence (or two) that say
 what was wrong and what to do; the original exception, if any, is kept as ``__cause__``.
@@ -59,6 +60,13 @@ class InfeasibleError(GeotrainError):
     """No mix of offers meets the constraints; the message names the binding one."""
 
     exit_code = 3
+
+
+class SearchCutShortError(GeotrainError):
+    """The search's time limit ran out before it found a mix that meets the goal, and nothing proved
+    that none exists; the message gives the best mix it had and what to do (more time, other limits)."""
+
+    exit_code = 6
 
 
 class ProviderError(GeotrainError):

@@ -19,7 +19,8 @@ from collections import defaultdict
 from dataclasses import dataclass, replace
 
 from geotrain.domain import BASELINE_WORDS, Baseline, BaselineKind, Market, NodeGroup, Objective
-from geotrain.planning.planner import PlanningContext, estimate_of, keeps_the_goal, objective_score, totals_of
+from geotrain.planning.context import PlanningContext, estimate_of, keeps_the_goal, objective_score, totals_of
+from geotrain.providers.base import LOCAL_PROVIDER
 from geotrain.solver import semantics
 
 EVALUATED_PER_KIND = 8  # options of each kind evaluated with the perf model
@@ -30,6 +31,14 @@ class _Option:
     counts: tuple[tuple[int, int], ...]  # (candidate index, nodes)
     rate: float  # the solver model's samples/s
     usd_per_hour: float
+
+
+def baselines_for(ctx: PlanningContext) -> tuple[tuple[Baseline, ...], tuple[tuple[BaselineKind, str], ...]]:
+    """The simpler choices the plan is compared with; none for a local-provider plan, where every offer
+    trains at this machine's CPU rate and the comparison would say nothing about the clouds."""
+    if ctx.options.provider == LOCAL_PROVIDER or not ctx.problem.candidates:
+        return (), ()
+    return baselines_of(ctx)
 
 
 def baselines_of(ctx: PlanningContext) -> tuple[tuple[Baseline, ...], tuple[tuple[BaselineKind, str], ...]]:

@@ -5,8 +5,11 @@ from __future__ import annotations
 from dataclasses import replace
 
 from geotrain.domain import Objective
-from geotrain.planning.planner import PlanningContext, baselines_for
+from geotrain.planning.baseline import baselines_for
+from geotrain.planning.context import PlanningContext
+from geotrain.errors import SearchCutShortError
 from geotrain.solver.result import SearchResult
+from geotrain.solver.search import Searcher
 
 REACH_TIME_S = 10.0  # for "at most X samples/s": a bound found in this time
 CHECK_TIME_S = 5.0  # per relaxation tried
@@ -37,6 +40,9 @@ def explain_infeasible(ctx: PlanningContext, result: SearchResult) -> str:
     reach_text = f"{best:,.0f}" if reach.gap <= 0.01 else f"{best:,.0f} to {ceiling:,.0f} (search cut short)"
     where = _describe(limits, ctx.problem.node_cap)
     want = _wanted(ctx)
+    if want is not None and ceiling >= want * (1 - 1e-9):
+        # the bound does not rule the goal out: the search ran out of time, nothing proves "out of reach"
+        raise SearchCutShortError(cut_short_words(ctx, reach_search, None))
     helps = []
     if want is not None:
         for name, value, advice in _RELAXATIONS:
@@ -56,6 +62,22 @@ def explain_infeasible(ctx: PlanningContext, result: SearchResult) -> str:
     what = ("deadline needs" if job.objective is Objective.MIN_COST_BY_DEADLINE
             and job.target_samples_per_s is None else "target")
     return f"{what} {want:,.0f} samples/s is out of reach: at most {reach_text} with {where}; {advice}"
+
+
+def cut_short_words(ctx: PlanningContext, searcher: Searcher, elapsed_s: float | None) -> str:
+    """A search that ran out of time without a mix that meets the goal and without a proof that none
+    does: how long it ran, the fastest admissible mix it evaluated (by the perf model), what to do."""
+    want = _wanted(ctx)
+    known = [(e.samples_per_s, -e.usd_per_hour, counts) for counts, e in searcher.model.known_mixes()]
+    words = (f"no mix found within {ctx.options.time_limit_s:,.0f} s"
+             + (f" (the search ran {elapsed_s:,.0f} s)" if elapsed_s is not None else "")
+             + (f" that trains {want:,.0f} samples/s" if want is not None else " that meets the goal")
+             + ", and none was proven impossible")
+    if known:
+        rate, usd, counts = max(known)
+        mix = " + ".join(f"{n} x {c.key}" for c, n in zip(ctx.problem.candidates, counts, strict=True) if n)
+        words += f"; the fastest mix it found: {mix} ({rate:,.1f} samples/s, ${-usd:,.2f}/h)"
+    return words + "; raise --time-limit, or loosen a limit (--max-per-zone, --max-gpus-per-zone, --budget)"
 
 
 def hivemind_ceiling(ctx: PlanningContext, want: float | None) -> str | None:

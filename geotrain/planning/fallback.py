@@ -22,7 +22,7 @@ from collections import defaultdict
 from dataclasses import replace
 
 from geotrain.domain import Fallback, NodeGroup
-from geotrain.planning.planner import PlanningContext, keeps_the_goal, objective_score, totals_of
+from geotrain.planning.context import PlanningContext, keeps_the_goal, objective_score, totals_of
 from geotrain.planning.referee import PerfReferee
 from geotrain.pricing.geography import launcher_may_go, named_places
 from geotrain.solver import semantics

@@ -11,91 +11,54 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 
 from geotrain.domain import (
-    BASELINE_WORDS, CLOUD_ONPREM, Baseline, BaselineKind, JobSpec, Location, NodeGroup, Objective, Offer, Plan, PlanItem, PlanTotals, SolverReport,
-    SyncStrategyName,
+    CLOUD_ONPREM, Baseline, BaselineKind, JobSpec, Location, NodeGroup, Objective, Offer, Plan, PlanItem, SolverReport,
+    SyncStrategyName, BASELINE_WORDS,
 )
-from geotrain.errors import InfeasibleError, InputError
+from geotrain.errors import InfeasibleError, InputError, SearchCutShortError
 from geotrain.perf.describe import bottleneck_words
 from geotrain.perf.host import LocalHost
 from geotrain.perf.model import DataSource, Estimate, PerfModel, bundled_fit
 from geotrain.perf.network import LinkOverride, SitePlacement
 from geotrain.perf.rates import RateTable
-from geotrain.perf.workloads import Workload, WorkloadRegistry
-from geotrain.planning.exposure import plaintext_words
-from geotrain.strategies import entry
+from geotrain.perf.workloads import WorkloadRegistry
 from geotrain.planning.answers import budget_use_of, completion_of, goal_misses
-from geotrain.planning.candidates import CandidateSet, build_candidates, goodput_of
+from geotrain.planning.baseline import baselines_for
+from geotrain.planning.candidates import build_candidates
+from geotrain.planning.chance import launch_chance_words
+from geotrain.planning.context import (  # noqa: F401 - PlanOptions, predict_groups: the planner's API too
+    DEFAULT_MAX_NODES, PlanningContext, PlanOptions, counts_of, estimate_of, groups_of, keeps_the_goal, predict_groups,
+    totals_of,
+)
+from geotrain.planning.explain import cut_short_words, explain_infeasible
+from geotrain.planning.exposure import plaintext_words
+from geotrain.planning.fallback import fallbacks_of
 from geotrain.planning.names import check_names
 from geotrain.planning.oracle import PerfOracle
 from geotrain.planning.pools import with_pools
 from geotrain.planning.referee import PerfReferee
-from geotrain.pricing.capacity import CapacityModel
+from geotrain.planning.shape import plan_for_shape
+from geotrain.planning.tradeoff import why_homogeneous
 from geotrain.pricing.egress import EgressPrices
 from geotrain.pricing.geography import continent_of
 from geotrain.pricing.inventory import Inventory, inventory_table
+from geotrain.pricing.nodespec import parse_nodes, resolve_nodes
 from geotrain.pricing.snapshot import PriceSnapshot, offers_from_table, staleness_words
 from geotrain.providers.base import LOCAL_PROVIDER
 from geotrain.solver.problem import Limits, Problem
 from geotrain.solver.result import SearchResult, SolveStatus
-from geotrain.solver.search import Searcher, SearchProgress
-
-DEFAULT_MAX_NODES = 64
-
-
-@dataclass(frozen=True, slots=True)
-class PlanOptions:
-    """How to plan (the job says what). ``provider`` ``"local"``: the nodes will be the local
-    provider's processes on this machine, so the plan is predicted with this machine's rates
-    (``geotrain.perf.host``); None: the offers' own hardware, as the clouds sell it."""
-
-    backend: str = "CBC"
-    recovery_h: float = 0.25  # work lost per interruption (since the last checkpoint) + restart
-    provider: str | None = None
-    tolerance: float = 1e-3
-    frontier_points: int = 6
-    time_limit_s: float = 60.0  # for one objective's search
-    frontier_time_limit_s: float = 3.0  # the frontier is a sketch: bounded work
-    blocked: frozenset[str] = frozenset()  # zone/region scopes or offer ids not to use
-    keep: dict[str, int] = field(default_factory=dict)  # offer id -> nodes that must stay (re-planning)
-    unknown_interruptions_per_hour: float | None = None  # default: median of the snapshot's known spot rates
-    progress: Callable[[SearchProgress], None] | None = None  # hears of each solve (``solver.search``)
-    allow_below_target: bool = False  # a given mix (``plan_for_nodes``) that misses the goal is planned anyway
-    capacity: CapacityModel | None = None  # the capacity model (None: the bundled one; a replay's: its past)
-
-    def capacity_model(self) -> CapacityModel:
-        return self.capacity or CapacityModel.bundled()
-
-
-@dataclass
-class PlanningContext:
-    """Everything one planning run builds once and reuses (objective, frontier, baseline, explanations)."""
-
-    job: JobSpec
-    workload: Workload
-    perf: PerfModel
-    candidates: CandidateSet
-    problem: Problem
-    data: DataSource | None
-    options: PlanOptions
-
-    def searcher(self, limits: Limits | None = None) -> Searcher:
-        problem = self.problem if limits is None else replace(self.problem, limits=limits)
-        return Searcher(problem, self.options.backend, self.options.tolerance, self.options.time_limit_s,
-                        progress=self.options.progress)
+from geotrain.solver.search import Searcher
+from geotrain.strategies import entry
 
 
 def make_plan(job: JobSpec, snapshot: PriceSnapshot, *, inventory: Inventory | None = None,
               perf: PerfModel | None = None, registry: WorkloadRegistry | None = None,
               options: PlanOptions = PlanOptions()) -> Plan:
     if not job.modelled:  # a task file without a workload: its shape, on price alone
-        from geotrain.planning.shape import plan_for_shape
-
         return plan_for_shape(job, snapshot, inventory=inventory, options=options)
     started = time.perf_counter()
     ctx = build_context(job, snapshot, inventory=inventory, perf=perf, registry=registry, options=options)
@@ -108,8 +71,8 @@ def make_plan(job: JobSpec, snapshot: PriceSnapshot, *, inventory: Inventory | N
         searcher.evaluate(counts_of(ctx, baseline.groups))
     result = run_objective(ctx, searcher)
     if result.solution is None:
-        from geotrain.planning.explain import explain_infeasible
-
+        if result.status is SolveStatus.TIME_LIMIT:  # nothing found, nothing proven: say so, not "out of reach"
+            raise SearchCutShortError(cut_short_words(ctx, searcher, time.perf_counter() - started))
         raise InfeasibleError(explain_infeasible(ctx, result))
     groups = groups_of(ctx, result.solution.counts)
     estimate = ctx.problem.referee.estimate(result.solution.counts)
@@ -153,16 +116,12 @@ def make_plan(job: JobSpec, snapshot: PriceSnapshot, *, inventory: Inventory | N
 
 
 def tradeoff_of(ctx: PlanningContext, groups: list[NodeGroup]) -> str:
-    from geotrain.planning.tradeoff import why_homogeneous
-
     if ctx.options.provider == LOCAL_PROVIDER:
         return ""  # every offer trains at this machine's rate: a trade-off would say nothing of the clouds
     return why_homogeneous(ctx, groups) or ""
 
 
 def with_fallbacks(ctx: PlanningContext, plan: Plan, groups: list[NodeGroup]) -> Plan:
-    from geotrain.planning.fallback import fallbacks_of
-
     return replace(plan, fallbacks=fallbacks_of(ctx, groups))
 
 
@@ -182,33 +141,14 @@ def baseline_if_better(ctx: PlanningContext, groups: list[NodeGroup], estimate: 
         return base_groups, base  # the solver's mix misses the target or the budget by the perf model
     if job.objective is Objective.MIN_COST:
         wins = base.usd_per_hour < estimate.usd_per_hour * (1 - 1e-9)
-    elif job.objective is Objective.MAX_THROUGHPUT:
-        wins = theirs.goodput_samples_per_s > mine.goodput_samples_per_s * (1 + 1e-9)
+    elif job.objective is Objective.MAX_THROUGHPUT:  # rates within the tolerance tie: the cheaper wins
+        tolerance = ctx.options.tolerance
+        wins = (theirs.goodput_samples_per_s > mine.goodput_samples_per_s * (1 + tolerance)
+                or (theirs.goodput_samples_per_s >= mine.goodput_samples_per_s * (1 - tolerance)
+                    and base.usd_per_hour < estimate.usd_per_hour * (1 - 1e-9)))
     else:
         wins = base.usd_per_million_samples < estimate.usd_per_million_samples * (1 - 1e-9)
     return (base_groups, base) if wins else None
-
-
-def keeps_the_goal(ctx: PlanningContext, goodput_samples_per_s: float, usd_per_hour: float) -> bool:
-    """Whether a mix with these perf-model figures meets the job's target (min_cost), throughput floor
-    (deadline) and budget."""
-    job, limits = ctx.job, ctx.problem.limits
-    floor = max(limits.min_samples_per_s or 0.0,
-                job.target_samples_per_s or 0.0 if job.objective is Objective.MIN_COST else 0.0)
-    if goodput_samples_per_s <= 0 or goodput_samples_per_s < floor * (1 - 1e-6):
-        return False
-    return limits.budget_usd_per_hour is None or usd_per_hour <= limits.budget_usd_per_hour * (1 + 1e-6)
-
-
-def objective_score(ctx: PlanningContext, rate: float, usd_per_hour: float) -> tuple[float, float]:
-    """Smaller is better by the job's objective: min_cost $/h; max_throughput samples/s, then $/h;
-    otherwise $/sample."""
-    objective = ctx.job.objective
-    if objective is Objective.MIN_COST:
-        return (usd_per_hour, 0.0)
-    if objective is Objective.MAX_THROUGHPUT:
-        return (-rate, usd_per_hour)
-    return (usd_per_hour / rate, 0.0)
 
 
 def _mix_words(groups: list[NodeGroup]) -> str:
@@ -219,16 +159,12 @@ def plan_for_nodes(job: JobSpec, snapshot: PriceSnapshot, nodes: str, *, invento
                    perf: PerfModel | None = None, options: PlanOptions = PlanOptions()) -> Plan:
     """A plan of a mix the user chose (node syntax of ``geotrain.pricing.nodespec``), evaluated like a
     solved one, so that it can be launched and compared: no solver runs."""
-    from geotrain.pricing.nodespec import parse_nodes, resolve_nodes
-
     requests = parse_nodes(nodes)
     offers = list(snapshot.offers())
     if inventory is not None:
         offers += offers_from_table(inventory_table(inventory))
     groups = resolve_nodes(requests, offers)
     if not job.modelled:  # a task file without a workload: the given mix, priced
-        from geotrain.planning.shape import plan_for_shape
-
         return plan_for_shape(job, snapshot, inventory=inventory, options=options, groups=groups)
     ctx = build_context(job, snapshot, inventory=inventory, perf=perf, options=options)
     estimate = predict_groups(ctx, groups)
@@ -242,32 +178,6 @@ def plan_for_nodes(job: JobSpec, snapshot: PriceSnapshot, nodes: str, *, invento
     use = budget_use_of(ctx.problem, None, estimate.usd_per_hour, plan.totals.goodput_samples_per_s, tolerance=0.0)
     return replace(plan, solver=replace(plan.solver, status="given", candidates=0, dominated=0), misses=misses,
                    budget_use=use)
-
-
-def counts_of(ctx: PlanningContext, groups: Sequence[NodeGroup]) -> tuple[int, ...]:
-    """The solver's count vector of node groups (each group's offer is one of the candidates)."""
-    index = {c.key: i for i, c in enumerate(ctx.problem.candidates)}
-    counts = [0] * len(index)
-    for g in groups:
-        counts[index[g.offer.offer_id]] += g.count
-    return tuple(counts)
-
-
-def estimate_of(ctx: PlanningContext, groups: Sequence[NodeGroup]) -> Estimate:
-    """The referee's figures for groups of the candidates (cached: a baseline is evaluated once for
-    the baselines, the search's start and the fallback)."""
-    return ctx.problem.referee.estimate(counts_of(ctx, groups))
-
-
-def baselines_for(ctx: PlanningContext) -> tuple[tuple[Baseline, ...], tuple[tuple[BaselineKind, str], ...]]:
-    """The simpler choices the plan is compared with (``planning.baseline``); none for a local-provider
-    plan, where every offer trains at this machine's CPU rate and the comparison would say nothing
-    about the clouds."""
-    if ctx.options.provider == LOCAL_PROVIDER or not ctx.problem.candidates:
-        return (), ()
-    from geotrain.planning.baseline import baselines_of
-
-    return baselines_of(ctx)
 
 
 def build_context(job: JobSpec, snapshot: PriceSnapshot, *, inventory: Inventory | None = None,
@@ -385,36 +295,6 @@ def _infeasible():  # noqa: ANN202
     return SolveStatus.INFEASIBLE
 
 
-def groups_of(ctx: PlanningContext, counts: tuple[int, ...]) -> list[NodeGroup]:
-    return [NodeGroup(ctx.candidates.offers[c.key], n) for c, n in zip(ctx.problem.candidates, counts, strict=True) if n]
-
-
-def predict_groups(ctx: PlanningContext, groups: list[NodeGroup]) -> Estimate:
-    """The perf model's figures for a mix, with each node's goodput: what the plan reports (for a
-    solved mix these equal the referee's, ``planning.referee``)."""
-    default = ctx.candidates.default_interruptions_per_hour
-    goodputs = [goodput_of(g.offer, default, ctx.options.recovery_h) for g in groups]
-    return ctx.perf.predict(ctx.workload, groups, ctx.job.sync, ctx.data, goodputs=goodputs)
-
-
-def totals_of(ctx: PlanningContext, groups: list[NodeGroup], estimate: Estimate) -> PlanTotals:
-    default = ctx.candidates.default_interruptions_per_hour
-    interruptions = sum(g.count * (g.offer.interruption.interruptions_per_hour
-                                   if g.offer.interruption.interruptions_per_hour is not None
-                                   else (default if g.offer.market.value == "spot" else 0.0)) for g in groups)
-    granularity = estimate.granularity if estimate.granularity != float("inf") else None
-    return PlanTotals(
-        samples_per_s=estimate.samples_per_s,
-        goodput_samples_per_s=estimate.goodput_samples_per_s if estimate.goodput_samples_per_s is not None
-        else estimate.samples_per_s,
-        time_per_round_s=estimate.time_per_round_s, granularity=granularity,
-        compute_usd_per_hour=estimate.compute_usd_per_hour, egress_usd_per_hour=estimate.egress_usd_per_hour,
-        data_egress_usd_per_hour=estimate.data_egress_usd_per_hour,
-        usd_per_million_samples=estimate.usd_per_million_samples, interruptions_per_hour=interruptions,
-        bottleneck=bottleneck_words(estimate),
-    )
-
-
 def assemble(ctx: PlanningContext, snapshot: PriceSnapshot, result: SearchResult, groups: list[NodeGroup],
              estimate: Estimate, frontier, baselines: tuple[Baseline, ...] = (),  # noqa: ANN001
              missing: tuple[tuple[BaselineKind, str], ...] = ()) -> Plan:
@@ -482,17 +362,3 @@ def assumptions_of(ctx: PlanningContext, estimate: Estimate) -> tuple[str, ...]:
     if host is None:  # the local provider's nodes are processes here: always had
         out.append(launch_chance_words(estimate.groups, ctx.options.capacity_model()))
     return tuple(out)
-
-
-def launch_chance_words(groups, model: CapacityModel | None = None) -> str:  # noqa: ANN001
-    """The chance that the whole mix can be had at once, by the capacity model, and what it rests on."""
-    model = model or CapacityModel.bundled()
-    chance = model.launch_probability((g.offer, g.count) for g in groups)
-    bases: dict[str, int] = {}
-    for g in groups:
-        basis = model.basis(g.offer)
-        bases[basis] = bases.get(basis, 0) + g.count
-    rests = ", ".join(f"{n} node{'s' if n > 1 else ''} {basis}" for basis, n in sorted(bases.items()))
-    return (f"capacity: the whole mix can be had at once with a chance of {chance:.0%} by the capacity model "
-            f"({rests}; spot nodes of one zone and GPU share one pool)")
-

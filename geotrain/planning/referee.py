@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from geotrain.domain import NodeGroup, Offer, SyncSettings
 from geotrain.perf.model import DataSource, Estimate, PerfModel
 from geotrain.perf.workloads import Workload
+from geotrain.planning.context import DEFAULT_MAX_NODES, predict_groups
 from geotrain.solver.problem import Candidate, Evaluation
 
 
@@ -50,8 +51,6 @@ class MixReferee:
     solver's search but the perf model and the job's node and per-zone limits."""
 
     def __init__(self, ctx, offers, target: float | None, restarts: int = 6) -> None:  # noqa: ANN001
-        from geotrain.planning.planner import DEFAULT_MAX_NODES, predict_groups  # the planner imports this module
-
         self.predict = predict_groups
         self.ctx, self.offers, self.target, self.restarts = ctx, offers, target, restarts
         c = ctx.job.constraints

@@ -22,6 +22,7 @@ from datetime import datetime, timezone
 from geotrain.domain import JobSpec, Market, NodeGroup, Offer, Plan, PlanItem, PlanTotals, SolverReport
 from geotrain.errors import InfeasibleError
 from geotrain.planning.candidates import default_interruption_rate, passes_filters
+from geotrain.planning.chance import launch_chance_words
 from geotrain.planning.exposure import plaintext_words
 from geotrain.planning.names import check_names
 from geotrain.pricing.capacity import CapacityModel
@@ -155,8 +156,6 @@ def _assemble(job: JobSpec, snapshot: PriceSnapshot, groups: list[NodeGroup], de
         assumptions.append(f"{unknown} spot node{' has' if unknown == 1 else 's have'} no interruption figure; "
                            f"{default_rate:.2g}/h assumed (median of known spot rates)")
     if options.provider is None:
-        from geotrain.planning.planner import launch_chance_words
-
         assumptions.append(launch_chance_words(groups))
     return Plan(plan_id=f"plan-{digest}", created_at=created, snapshot_id=snapshot.snapshot_id, job=job, items=items,
                 totals=totals, solver=solver, recovery_h=options.recovery_h, provider=options.provider,

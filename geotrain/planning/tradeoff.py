@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 
 from geotrain.domain import NodeGroup
-from geotrain.planning.planner import PlanningContext, counts_of, keeps_the_goal, objective_score, totals_of
+from geotrain.planning.context import PlanningContext, counts_of, keeps_the_goal, objective_score, totals_of
 from geotrain.solver import semantics
 
 SWAPS_TRIED = 8

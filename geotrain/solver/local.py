@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import math
 import random
+import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
@@ -83,6 +84,7 @@ class LocalSearch:
     evaluate: Callable[[tuple[int, ...]], Evaluation]
     goal: Goal
     max_evaluations: int = DEFAULT_EVALUATIONS
+    deadline: float | None = None  # ``time.perf_counter()`` past which it stops too (None: evaluations only)
 
     def __post_init__(self) -> None:
         cands = self.problem.candidates
@@ -96,6 +98,14 @@ class LocalSearch:
             listed.add(max(members, key=lambda i: (cands[i].rate * cands[i].goodput, -self._per_good_sample(i))))
         self.listed = sorted(listed, key=lambda i: (self._per_good_sample(i), cands[i].key))
         self.evaluations = 0
+        self._shapes: dict[tuple[int, float], list[int]] | None = None
+        self._places: dict[str, list[int]] | None = None
+
+    def spent(self) -> bool:
+        """The evaluation budget, or the time, is used up."""
+        if self.evaluations >= self.max_evaluations:
+            return True
+        return self.deadline is not None and time.perf_counter() > self.deadline
 
     def _per_good_sample(self, i: int) -> float:
         return self.problem.candidates[i].usd_per_good_sample_s
@@ -142,6 +152,77 @@ class LocalSearch:
                 out.append(tuple(x))
         return out
 
+    def region_fills(self) -> list[tuple[int, ...]]:
+        """Mixes that span regions, one node shape at a time (shape: the same accelerators and rate):
+        the regions ordered by their cheapest offer of the shape per good sample, each filled in turn
+        (its offers of the shape cheapest first, as many nodes as the structural limits allow), scored
+        by the referee after each region, until the mix keeps the goal and adding a region no longer
+        improves it; the best mix on the way, with the nodes of its last region trimmed while it still
+        keeps the goal. Where the communication inside a region caps what it trains, these find the
+        many-region mixes that a candidate-by-candidate fill or single moves do not reach."""
+        cands = self.problem.candidates
+        base = tuple(c.minimum for c in cands)
+        shapes: dict[tuple[int, float], dict[str, list[int]]] = {}
+        for i, c in enumerate(cands):
+            shapes.setdefault((c.accelerators, round(c.rate, 6)), {}).setdefault(c.region, []).append(i)
+        wanted = {(cands[i].accelerators, round(cands[i].rate, 6)) for i in self.listed}
+        out: list[tuple[int, ...]] = []
+        for shape in sorted(wanted):
+            regions = shapes[shape]
+            for members in regions.values():
+                members.sort(key=lambda i: (self._per_good_sample(i), cands[i].key))
+            order = sorted(regions, key=lambda r: (self._per_good_sample(regions[r][0]), r))
+            found = self._fill_regions(base, [regions[r] for r in order])
+            if found is not None and found not in out:
+                out.append(found)
+        return out
+
+    def _fill_regions(self, base: tuple[int, ...], regions: list[list[int]]) -> tuple[int, ...] | None:
+        cap = self.problem.node_cap
+        x = list(base)
+        best: tuple[Score, tuple[int, ...], list[int]] | None = None
+        worse = 0
+        for members in regions:
+            if sum(x) >= cap or self.spent():
+                break
+            added = []
+            for i in members:
+                take = self._most(x, i, min(self.problem.candidates[i].capacity - x[i], cap - sum(x)))
+                if take:
+                    x[i] += take
+                    added.append(i)
+            if not added:
+                continue
+            scored = self.score_of(tuple(x))
+            if scored is None:
+                break
+            if best is None or scored < best[0]:
+                best, worse = (scored, tuple(x), added), 0
+            elif best[0][0] == 0:
+                worse += 1
+                if worse >= 2:  # the goal is kept and more regions only make it worse
+                    break
+        if best is None:
+            return None
+        scored, mix, last = best
+        if scored[0] > 0:
+            return mix
+        y = list(mix)
+        for i in reversed(last):  # trim the last region while the goal is kept (bisection on its count)
+            low, high = 0, y[i] - self.problem.candidates[i].minimum  # taking off ``low`` nodes keeps the goal
+            while low < high:
+                mid = (low + high + 1) // 2
+                z = list(y)
+                z[i] -= mid
+                s = self.score_of(tuple(z))
+                if s is not None and s[0] == 0 and s <= scored:
+                    low = mid
+                else:
+                    high = mid - 1
+            y[i] -= low
+            scored = self.score_of(tuple(y)) or scored
+        return tuple(y)
+
     def _most(self, x: list[int], i: int, room: int) -> int:
         """The most nodes of ``i``, up to ``room``, that keep ``x`` within the structural limits
         (bisection: a limit that a count breaks, a larger count breaks too)."""
@@ -172,7 +253,7 @@ class LocalSearch:
         best: tuple[tuple[int, ...], Score] | None = None
         seen: set[tuple[int, ...]] = set()
         for start in starts:
-            if start in seen or self.evaluations >= self.max_evaluations:
+            if start in seen or self.spent():
                 continue
             seen.add(start)
             found = self.climb(start)
@@ -189,7 +270,7 @@ class LocalSearch:
         rng = random.Random(KICK_SEED)
         cands = self.problem.candidates
         idle = 0
-        while idle < KICKS and self.evaluations < self.max_evaluations:
+        while idle < KICKS and not self.spent():
             x = list(best[0])
             for _ in range(rng.randint(1, 3)):
                 used = [i for i, n in enumerate(x) if n > cands[i].minimum]
@@ -215,7 +296,7 @@ class LocalSearch:
         if current is None:
             return None
         x = start
-        while self.evaluations < self.max_evaluations:
+        while not self.spent():
             if current[0] > 0:
                 step = self._repair(x, current)
                 if step is None:
@@ -227,7 +308,7 @@ class LocalSearch:
                 if s is not None and s < current:
                     x, current = y, s
                     break
-                if self.evaluations >= self.max_evaluations:
+                if self.spent():
                     break
             else:
                 break  # no move improves: a local optimum
@@ -268,7 +349,47 @@ class LocalSearch:
             for j in listed:
                 if x[j] + step <= cands[j].capacity:
                     yield _moved(x, j, step)
+        yield from self._reshapes(x, used)
+        yield from self._relocations(x, used)
         yield from self._exchanges(x, used, listed)
+
+    def _reshapes(self, x: tuple[int, ...], used: list[int]) -> Iterator[tuple[int, ...]]:
+        """A node of ``i`` for one of any other candidate of its place (a smaller or larger machine where
+        the zone's node limit binds; the listed candidates hold only a few shapes per place)."""
+        cands = self.problem.candidates
+        if self._places is None:
+            self._places = {}
+            for j, c in enumerate(cands):
+                self._places.setdefault(c.zone, []).append(j)
+        for i in used:
+            if x[i] - 1 < cands[i].minimum:
+                continue
+            for j in self._places[cands[i].zone]:
+                if j != i and x[j] + 1 <= cands[j].capacity:
+                    yield _moved(_moved(x, i, -1), j, 1)
+
+    def _relocations(self, x: tuple[int, ...], used: list[int]) -> Iterator[tuple[int, ...]]:
+        """A whole group moved: every node of ``i`` for as many of the same shape in another region
+        (cheapest there first), where one node at a time cannot leave a region behind."""
+        cands = self.problem.candidates
+        for i in used:
+            n = x[i] - cands[i].minimum
+            if n <= 0:
+                continue
+            for j in self._same_shape(i):
+                if cands[j].region != cands[i].region and x[j] + n <= cands[j].capacity:
+                    yield _moved(_moved(x, i, -n), j, n)
+
+    def _same_shape(self, i: int) -> list[int]:
+        """The cheapest candidate of ``i``'s shape (accelerators and rate) in each region."""
+        if self._shapes is None:
+            cands = self.problem.candidates
+            by: dict[tuple[int, float], dict[str, int]] = {}
+            for j in sorted(range(len(cands)), key=lambda j: (self._per_good_sample(j), cands[j].key)):
+                by.setdefault((cands[j].accelerators, round(cands[j].rate, 6)), {}).setdefault(cands[j].region, j)
+            self._shapes = {shape: list(per.values()) for shape, per in by.items()}
+        c = self.problem.candidates[i]
+        return self._shapes[(c.accelerators, round(c.rate, 6))]
 
     def _exchanges(self, x: tuple[int, ...], used: list[int], listed: list[int]) -> Iterator[tuple[int, ...]]:
         """Rate-keeping exchanges: one node of ``i`` for ``⌈s_i g_i / s_j g_j⌉`` of a slower ``j``, and

@@ -6,14 +6,16 @@ decrease with ``t``: a higher target shrinks the feasible set and raises the egr
 (a) ``min_cost(t)``: one MIP solve, ``f(t)``.
 
 (b) ``max_throughput(B)``: ``max { X(x) : f(X(x)) ≤ B }`` by bisection on ``t``. Each solve at ``t``
-    returns a mix whose throughput ``X(x) ≥ t`` becomes the new lower end; an infeasible (or
-    over-budget) ``t`` the upper end. The bracket is closed to ``tolerance`` (relative).
+    returns a mix whose throughput ``X(x) ≥ t`` becomes the new lower end; a ``t`` proven infeasible
+    (or over budget) the upper end. The bracket is closed to ``tolerance`` (relative). A solve cut
+    short without a mix proves nothing: the search stops there, and the upper end it had is the bound.
 
 (c) ``min_cost_per_sample``: ``min_x $/h(x) / (3600·X(x))`` with the referee's figures. Branch and
     bound on intervals ``[a, b]`` of ``t``: every admissible mix with throughput in ``[a, b]`` costs
     at least ``f̲(a)`` (the certified lower bound of the solve at ``a``), so ``f̲(a)/(3600·b)`` bounds
     the interval from below; solving at the interval's geometric middle gives a mix (an upper bound)
-    and splits it. Stops when no interval's bound is below the best ratio by more than ``tolerance``.
+    and splits it (a solve cut short without a mix leaves ``[mid, b]`` unsplit, its bound kept).
+    Stops when no interval's bound is below the best ratio by more than ``tolerance``.
     The first interval runs from the floor (or a thousandth of the slowest node's rate, below which
     no mix is worth training on) to the upper bound on the rate: a mix can train slower than any of
     its nodes alone.
@@ -52,6 +54,8 @@ from geotrain.solver.problem import Evaluation, Problem
 from geotrain.solver.result import SearchResult, Solution, SolveStatus
 
 POLISH_STARTS = 3  # local search starts: the best known mixes and the best region fills, this many of each
+POLISH_EVALUATIONS = 200_000  # the local search's budget: this many mixes, or its share of the time limit
+POLISH_SHARE = 0.5  # the share of the time left that the local search before the MIP may take
 FRONTIER_EVALUATIONS = 600  # the frontier's local search for the fastest mixes
 FRONTIER_TOLERANCE = 0.05  # the frontier's top point: the fastest mix to within this share
 FRONTIER_NODES = 64  # the frontier's solves consider at most this many nodes (or twice the largest mix seen)
@@ -132,7 +136,7 @@ class Searcher:
         target = max(target, floor)
         if target not in self._cache:
             left = self.time_limit_s - (time.perf_counter() - self.started)
-            self.model.time_limit_s = max(1.0, left)
+            self.model.time_limit_s = max(0.25, left)
             solution = self.model.solve(target)
             self.solves += solution.iterations
             self.statuses.add(solution.status)
@@ -237,10 +241,14 @@ class Searcher:
         mix)."""
         if self.out_of_time() or not self.problem.candidates:
             return best
-        search = LocalSearch(self.problem, self.evaluate, goal)
+        left = self.time_limit_s - (time.perf_counter() - self.started)
+        # before the MIP (no ``best`` yet) half the time left, so that the MIP has the other half for its bound
+        deadline = time.perf_counter() + left * (POLISH_SHARE if best is None else 1.0)
+        search = LocalSearch(self.problem, self.evaluate, goal, max_evaluations=POLISH_EVALUATIONS, deadline=deadline)
         ranked = lambda mixes: sorted((s, x) for x in mixes if (s := search.score_of(x)) is not None)  # noqa: E731
         known = [x for x in self.model.evaluated() if semantics.structurally_feasible(self.problem, x)]
         starts = [x for _, x in ranked(known)[:POLISH_STARTS]] + [x for _, x in ranked(search.fills())[:POLISH_STARTS]]
+        starts += [x for _, x in ranked(search.region_fills())[:POLISH_STARTS]]
         found = search.run(starts)
         self.polished += search.evaluations
         if found is None or found[1][0] > 0:
@@ -294,13 +302,29 @@ class Searcher:
             solution = self.solve_at(t)
             if solution.found:
                 best, low = solution, reach(solution, t)
-            else:
+            elif solution.status is SolveStatus.INFEASIBLE:  # proven: no mix reaches t
                 high = t
+            else:  # cut short without a mix: t is neither reached nor ruled out, and the bound stays
+                break
             self._track(best, high, "samples_per_s")
         if phase == "max_throughput":
             best = self.polish(Goal("max_throughput"), best)
             low = max(low, best.samples_per_s)
+            best = self._cheapest_tied(best)
+            low = min(low, best.samples_per_s)  # the gap is the chosen mix's
         return self._result("max_throughput", best, max(0.0, (high - low) / high), start, high, "samples_per_s")
+
+    def _cheapest_tied(self, best: Solution) -> Solution:
+        """Ties on throughput go to the cheaper mix: of the admissible mixes evaluated so far that train
+        within the tolerance of ``best`` (the search certifies no finer), the cheapest."""
+        tied = [(e.usd_per_hour, counts, e) for counts, e in self.model.known_mixes()
+                if e.samples_per_s >= best.samples_per_s * (1 - self.tolerance)
+                and e.usd_per_hour < best.usd_per_hour * (1 - 1e-9)]
+        if not tied:
+            return best
+        usd, counts, evaluation = min(tied)
+        return replace(best, counts=counts, usd_per_hour=usd, samples_per_s=evaluation.samples_per_s,
+                       status=SolveStatus.FEASIBLE if best.status is SolveStatus.OPTIMAL else best.status)
 
     def min_cost_per_sample(self) -> SearchResult:
         start = time.perf_counter()
@@ -348,6 +372,10 @@ class Searcher:
             if solution.found:  # nothing is feasible above an infeasible target
                 heapq.heappush(heap, (max(floor(mid), solution.bound_usd_per_hour / (3600 * b)), mid, b,
                                       solution.bound_usd_per_hour))
+            elif solution.status is not SolveStatus.INFEASIBLE:
+                # cut short at mid: [mid, b] is neither searched nor ruled out; its bound (that of
+                # [a, b]) stays in the certificate
+                settled = min(settled, bound)
             self._track(best, 1e6 * min([settled, best_ratio] + ([heap[0][0]] if heap else [])),
                         "usd_per_million_samples")
         consider(self.polish(goal, best))
@@ -385,7 +413,8 @@ class Searcher:
         # the fastest mixes first, by a short local search on the referee; then every mix evaluated on the
         # way (baselines, the searches' mixes) gives the points nothing else beats; MIP solves only
         # where those are fewer than asked for
-        search = LocalSearch(self.problem, self.evaluate, Goal("max_throughput"), max_evaluations=FRONTIER_EVALUATIONS)
+        search = LocalSearch(self.problem, self.evaluate, Goal("max_throughput"), max_evaluations=FRONTIER_EVALUATIONS,
+                             deadline=self.started + self.time_limit_s / 2)
         fills = sorted((s, x) for x in search.fills() if (s := search.score_of(x)) is not None)
         search.run([x for _, x in fills[:POLISH_STARTS]])
         known = _pareto([(e.samples_per_s, e.usd_per_hour) for e in self.model.known()])

@@ -212,6 +212,10 @@ class TargetModel:
         """Every mix evaluated so far that keeps the limits (baselines, solutions, mixes cut off)."""
         return [e for counts, e in self._evaluations.items() if semantics.admissible(self.problem, counts, e)]
 
+    def known_mixes(self) -> list[tuple[tuple[int, ...], Evaluation]]:
+        """Every mix evaluated so far that keeps the limits, with its count vector."""
+        return [(counts, e) for counts, e in self._evaluations.items() if semantics.admissible(self.problem, counts, e)]
+
     def _known_best(self, target: float) -> tuple[tuple[int, ...], Evaluation] | None:
         """The cheapest mix evaluated so far (by an earlier solve, or a baseline handed to
         :meth:`evaluate`) that reaches ``target`` and keeps the limits: every solve starts from it, and
