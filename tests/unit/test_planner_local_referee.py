@@ -6,7 +6,9 @@ fastest single node's rate and below the fastest mix the referee finds under tho
 search that shares no code with the solver's (``planning.referee.MixReferee``: add, remove, swap and
 move one node over every offer, from random restarts, every mix scored by the perf model,
 ``predict_groups``, the plan's estimator) is the referee: the plan costs at most 1 % more than the
-best mix it finds, and never more than any baseline the plan reports.
+best mix it finds, and never more than any baseline the plan reports. The same on markets of 3–5
+regions on two or more continents for local-sgd and ma, 10–60 nodes allowed, 4–8 a zone, where the
+cheapest mix spans regions.
 """
 
 from __future__ import annotations
@@ -61,14 +63,33 @@ def market(rng: random.Random):
                              constraints=constraints)
 
 
-def case(seed: int):
+def regions_market(rng: random.Random):
+    """A market of 3-5 regions on two or more continents, one or two offers in each, for local-sgd or ma,
+    with 10-60 nodes allowed and 4-8 a zone: where the best mix spans regions."""
+    regions = rng.sample(REGIONS, rng.randint(3, 5))
+    rows = []
+    for region in regions:
+        here = POOL[(POOL.cloud + "/" + POOL.region) == region]
+        rows += rng.sample(list(here.index), min(len(here), rng.randint(1, 2)))
+    table = POOL.loc[sorted(rows)].copy()
+    table["price_usd_per_hour"] = [round(p * rng.uniform(0.6, 1.4), 4) for p in table.price_usd_per_hour]
+    snapshot = PriceSnapshot.from_table(table.reset_index(drop=True), label="generated")
+    sync = SyncSettings(strategy=SyncStrategyName(rng.choice(["local-sgd", "ma"])), local_steps=rng.choice([8, 32]),
+                        averaging_pushes=rng.choice([4, 16]))
+    constraints = Constraints(max_nodes=rng.randint(10, 60), max_nodes_per_zone=rng.randint(4, 8))
+    return snapshot, JobSpec("generated", rng.choice(["resnet50", "convnext-large"]), Objective.MIN_COST,
+                             target_samples_per_s=1.0, sync=sync, constraints=constraints)
+
+
+def case(seed: int, draw=market):  # noqa: ANN001
+
     """A capacity-bound case: the first market of the seed's draws where the fastest mix the limits
     allow trains at least 30 % faster than the fastest single node; the target lies between the two,
     so no one node meets it and the per-zone limit shapes the mix."""
     rng = random.Random(seed)
     options = PlanOptions(frontier_points=0, time_limit_s=5.0)
     while True:
-        snapshot, job = market(rng)
+        snapshot, job = draw(rng)
         ctx = build_context(job, snapshot, options=options)
         offers = rated_offers(ctx, snapshot)
         if len(offers) < 2:
@@ -82,8 +103,8 @@ def case(seed: int):
         return snapshot, job, build_context(job, snapshot, options=options), offers, target, rng, options
 
 
-def check(seed: int) -> None:
-    snapshot, job, ctx, offers, target, rng, options = case(seed)
+def check(seed: int, draw=market) -> None:  # noqa: ANN001
+    snapshot, job, ctx, offers, target, rng, options = case(seed, draw)
     referee = MixReferee(ctx, offers, target, RESTARTS)
     (short, best_usd), best_x = referee.best(rng)
     try:
@@ -114,3 +135,18 @@ def test_the_plan_is_within_one_percent_of_the_referee_and_beats_every_baseline(
 @pytest.mark.parametrize("seed", range(FAST, FAST + MORE))
 def test_the_same_on_fifty_more_markets(seed):
     check(seed)
+
+
+REGION_FAST = 3  # multi-region local-sgd / ma markets `make test` runs; `make test-all` runs REGION_MORE besides
+REGION_MORE = 12
+
+
+@pytest.mark.parametrize("seed", range(REGION_FAST))
+def test_multi_region_local_sgd_and_ma_plans_are_within_one_percent_of_the_referee(seed):
+    check(1000 + seed, regions_market)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(REGION_FAST, REGION_FAST + REGION_MORE))
+def test_the_same_on_more_multi_region_markets(seed):
+    check(1000 + seed, regions_market)

@@ -287,3 +287,15 @@ def test_a_no_good_cut_keeps_the_mixes_that_leave_a_full_candidate_out():
     target = max(figures(problem, x).samples_per_s for x in feasible) * 0.5
     expected = min(figures(problem, x).usd_per_hour for x in feasible if figures(problem, x).samples_per_s >= target)
     assert at_most(Searcher(problem).min_cost(target).usd_per_hour, expected, 1e-3)
+
+
+def test_ties_on_throughput_go_to_the_cheaper_mix():
+    """Two offers whose nodes train within 0.002 % of each other, one 60 % dearer, a budget for one node:
+    max_throughput plans the cheaper (the search certifies rates only to its tolerance, 0.1 %)."""
+    problem = Problem(
+        (candidate("dear", "aws/us-east-1", 7.23, 100.002, capacity=1),
+         candidate("cheap", "aws/us-west-2", 4.54, 100.0, capacity=1)),
+        FakeOracle(strategy="allreduce"), Limits(max_nodes=1, budget_usd_per_hour=8.0))
+    result = Searcher(problem, time_limit_s=10).max_throughput()
+    assert result.solution.counts == (0, 1), result
+    assert result.usd_per_hour == pytest.approx(4.54)
