@@ -25,10 +25,11 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-JOBS = [  # (name, accelerator, GPUs per node, nodes, spot): the issue's three jobs
-    ("8 x T4 spot", "T4", 1, 8, True),
-    ("4 x A100:8 spot", "A100", 8, 4, True),
-    ("1,000 x T4 spot", "T4", 1, 1000, True),
+JOBS = [  # (name, accelerator, GPUs per node, nodes, spot, geotrain's --strategy; None: the job's default)
+    ("8 x T4 spot", "T4", 1, 8, True, None),
+    ("4 x A100:8 spot", "A100", 8, 4, True, None),
+    ("1,000 x T4 spot", "T4", 1, 1000, True, None),
+    ("1,000 x T4 allreduce", "T4", 1, 1000, True, "allreduce"),  # SkyPilot's own kind of job: one gang
 ]
 
 
@@ -59,25 +60,29 @@ def sky(skybench: Path, acc: str, count: int, nodes: int, spot: bool) -> tuple[f
     return cpu, wall, json.loads(out)
 
 
-def target_of(choice: dict, workload: str) -> tuple[float, float, str]:
+def target_of(choice: dict, workload: str, strategy: str | None) -> tuple[float, float, str]:
     """The perf model's samples/s and $/h for SkyPilot's choice (N nodes of one offer)."""
-    from geotrain.domain import Constraints, JobSpec, Objective
+    from geotrain.domain import Constraints, JobSpec, Objective, SyncSettings, SyncStrategyName
     from geotrain.planning.planner import PlanOptions, plan_for_nodes
     from geotrain.pricing.snapshot import bundled_snapshot
 
     where = choice.get("zone") or choice["region"]
     market = "spot" if choice["use_spot"] else "on_demand"
     nodes = f"{choice['cloud'].lower()}/{where}/{choice['instance_type']}/{market}={choice['num_nodes']}"
-    job = JobSpec("skypilot", workload, Objective.MIN_COST, target_samples_per_s=1.0,
+    sync = SyncSettings() if strategy is None else SyncSettings(strategy=SyncStrategyName(strategy))
+    job = JobSpec("skypilot", workload, Objective.MIN_COST, target_samples_per_s=1.0, sync=sync,
                   constraints=Constraints(max_nodes=max(64, choice["num_nodes"])))
     plan = plan_for_nodes(job, bundled_snapshot(), nodes, options=PlanOptions(frontier_points=0))
     return plan.totals.goodput_samples_per_s, plan.totals.usd_per_hour, nodes
 
 
-def geotrain(acc: str, target: float, nodes: int, spot: bool, workload: str) -> tuple[float, float, str, int]:
+def geotrain(acc: str, target: float, nodes: int, spot: bool, workload: str,
+             strategy: str | None) -> tuple[float, float, str, int]:
     cmd = [str(ROOT / ".venv/bin/geotrain"), "plan", "--workload", workload, "--accelerators", acc,
            "--target-sps", f"{math.floor(target * 10) / 10:.1f}",  # never above what SkyPilot's choice trains
            "--max-nodes", str(max(64, nodes)), "--json"]
+    if strategy is not None:
+        cmd += ["--strategy", strategy]
     if spot:
         cmd.append("--spot-only")
     return timed(cmd)
@@ -94,11 +99,11 @@ def main() -> None:
     print(f"workload {args.workload}; cpu s = user + system of a fresh process (median of {args.repeat})")
     print(f"{'job':<17} {'sky cpu s':>9} {'geo cpu s':>9} {'ratio':>6} {'geo wall s':>10}  "
           f"{'skypilot choice (perf model)':<58} geotrain plan")
-    for name, acc, count, nodes, spot in JOBS:
+    for name, acc, count, nodes, spot, strategy in JOBS:
         sky_runs = [sky(args.skybench, acc, count, nodes, spot) for _ in range(args.repeat)]
         choice = sky_runs[0][2]["choice"]
-        target, sky_usd, sky_nodes = target_of(choice, args.workload)
-        geo_runs = [geotrain(acc, target, nodes, spot, args.workload) for _ in range(args.repeat)]
+        target, sky_usd, sky_nodes = target_of(choice, args.workload, strategy)
+        geo_runs = [geotrain(acc, target, nodes, spot, args.workload, strategy) for _ in range(args.repeat)]
         sky_cpu = statistics.median(r[0] for r in sky_runs)
         geo_cpu = statistics.median(r[0] for r in geo_runs)
         geo_wall = statistics.median(r[1] for r in geo_runs)

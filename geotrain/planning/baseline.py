@@ -7,7 +7,8 @@
   cheapest offer per hour of that accelerator type that holds all n, on-demand unless the job asks for spot
   only (``skypilot_market``); for each type the smallest n that meets the goal, and the best type.
 
-Options are scanned with the solver's model (fast); the best few of each kind are evaluated with the
+Options are scanned with the solver's model (fast; for min_cost, the smallest count that meets the goal
+by doubling and bisection); the best few of each kind are evaluated with the
 perf model, like the plan itself, and the best by the perf model that meets the job's goal is the
 baseline. A kind with no option meeting the goal is reported with the reason. For max_throughput,
 rates within the solver's relative tolerance of the best count as equal and the cheapest wins.
@@ -92,13 +93,10 @@ def _options(ctx: PlanningContext) -> dict[BaselineKind, list[_Option]]:
     enough = (lambda o: o is not None and keeps_the_goal(ctx, o.rate, o.usd_per_hour)) \
         if ctx.job.objective is Objective.MIN_COST else (lambda o: False)  # noqa: E731
     zone_limit = limits.max_nodes_per_zone if limits.max_nodes_per_zone is not None else top
+    sweep = _smallest_enough if ctx.job.objective is Objective.MIN_COST else _every
     for i in allowed:
-        for n in range(max(1, cands[i].minimum), min(cands[i].capacity, zone_limit, top) + 1):
-            option = scan([i], n)
-            if option is not None:
-                out[BaselineKind.SINGLE_ZONE].append(option)
-            if enough(option):
-                break
+        out[BaselineKind.SINGLE_ZONE] += sweep(max(1, cands[i].minimum), min(cands[i].capacity, zone_limit, top),
+                                               lambda n, i=i: scan([i], n), enough)
     # SkyPilot's pick: the user names one accelerator type (model and count per node) and num_nodes n; its
     # optimizer takes the cheapest offer per hour of that type that holds all n, on-demand unless use_spot
     market = skypilot_market(ctx)
@@ -107,16 +105,16 @@ def _options(ctx: PlanningContext) -> dict[BaselineKind, list[_Option]]:
         shape = ctx.candidates.offers[cands[i].key].shape
         if cands[i].market == market:
             by_type[(shape.accelerator, shape.accelerator_count)].append(i)
+
+    def identical(indices: list[int], n: int) -> _Option | None:
+        holding = [(cands[i].price_usd_per_hour, -cands[i].rate, cands[i].key, i) for i in indices
+                   if cands[i].capacity >= n and cands[i].minimum <= n]
+        return scan([min(holding)[3]], n) if holding else None
+
     for indices in by_type.values():
-        for n in range(1, min(top, zone_limit) + 1):
-            holding = [(cands[i].price_usd_per_hour, -cands[i].rate, cands[i].key, i) for i in indices
-                       if cands[i].capacity >= n and cands[i].minimum <= n]
-            if not holding:
-                break
-            option = scan([min(holding)[3]], n)
-            out[BaselineKind.CHEAPEST_IDENTICAL].append(option)
-            if enough(option):
-                break
+        largest = max(cands[i].capacity for i in indices)  # no offer holds more: SkyPilot's n stops there
+        out[BaselineKind.CHEAPEST_IDENTICAL] += sweep(1, min(top, zone_limit, largest),
+                                                      lambda n, indices=indices: identical(indices, n), enough)
     groups: dict[tuple, list[int]] = defaultdict(list)
     for i in allowed:
         c = cands[i]
@@ -124,15 +122,41 @@ def _options(ctx: PlanningContext) -> dict[BaselineKind, list[_Option]]:
         groups[(c.region, offer.shape.instance_type, c.market)].append(i)
     for indices in groups.values():
         indices.sort(key=lambda i: (cands[i].price_usd_per_hour, cands[i].key))
-        for n in range(1, top + 1):
-            option = scan(indices, n)
-            if option is not None:
-                out[BaselineKind.SINGLE_REGION].append(option)
-            if enough(option):
-                break
+        out[BaselineKind.SINGLE_REGION] += sweep(1, top, lambda n, indices=indices: scan(indices, n), enough)
     return out
 
 
+
+
+def _every(low: int, high: int, option_of, enough) -> list[_Option]:  # noqa: ANN001
+    """Every node count from ``low`` to ``high`` (max_throughput and the per-sample objectives: any may win)."""
+    return [o for n in range(low, high + 1) if (o := option_of(n)) is not None]
+
+
+def _smallest_enough(low: int, high: int, option_of, enough) -> list[_Option]:  # noqa: ANN001
+    """min_cost: more nodes of the same choice only cost more once the goal is met, so the smallest count
+    that meets it is the choice's best. Found by doubling from ``low`` and then bisection (a few dozen
+    evaluations where 1,000 nodes are allowed, not 1,000), which takes the rate of n nodes of one
+    choice to grow with n (where communication makes it fall, a larger n than the smallest may be
+    found: the baseline is then dearer than it could be, never wrong). Every option evaluated is kept."""
+    seen: dict[int, _Option | None] = {}
+
+    def met(n: int) -> bool:
+        if n not in seen:
+            seen[n] = option_of(n)
+        return enough(seen[n])
+
+    bad, n = low - 1, low
+    while n <= high and not met(n):
+        bad, n = n, n * 2 if n > 0 else 1
+    if n > high:
+        if bad >= high or not met(high):
+            return [o for o in seen.values() if o is not None]
+        n = high
+    while n - bad > 1:  # met(n), not met(bad)
+        mid = (bad + n) // 2
+        bad, n = (bad, mid) if met(mid) else (mid, n)
+    return [o for o in seen.values() if o is not None]
 
 
 def skypilot_market(ctx: PlanningContext) -> str:

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from geotrain.domain import CLOUD_ONPREM, Location, SyncStrategyName
 from geotrain.perf.network import NetworkModel
 from geotrain.perf.workloads import Workload
@@ -87,16 +89,19 @@ class PerfOracle:
         return ring_pair_s(w, k, link)
 
     def pair_s(self, a: str, b: str, k: int) -> float:
-        link = self._link(a, b)
+        site = CLOUD_ONPREM in (self.places[a].cloud, self.places[b].cloud)
+        return self._pair_terms(self._link(a, b), max(k, 2), site)
+
+    def _pair_terms(self, link, n, site: bool):  # noqa: ANN001, ANN202 - n: a count, or an array of counts
+        """The pair term at ``n`` nodes (the formulas are arithmetic: an array of counts gives an array)."""
         w = self.payload_bytes
         if self.strategy == SyncStrategyName.HIVEMIND:
-            return hivemind_pair_s(w, max(k, 2), link)
+            return hivemind_pair_s(w, n, link)
         if self.strategy == SyncStrategyName.ALLREDUCE:
-            return ring_pair_s(w, max(k, 2), link)
+            return ring_pair_s(w, n, link)
         if self.strategy in (SyncStrategyName.LOCAL_SGD, SyncStrategyName.MA):
-            site = CLOUD_ONPREM in (self.places[a].cloud, self.places[b].cloud)
-            return butterfly_pair_s(w, max(k, 2), link, site=site)  # the butterfly of k region leaders
-        return asgd_push_s(w, link)
+            return butterfly_pair_s(w, n, link, site=site)  # the butterfly of n region leaders
+        return asgd_push_s(w, link) + 0 * n
 
     def broadcast_s(self, place: str) -> float:
         return seconds(self.payload_bytes, self._link(place, place).bandwidth_gbps)
@@ -108,8 +113,9 @@ class PerfOracle:
         site = CLOUD_ONPREM in (self.places[a].cloud, self.places[b].cloud)
         key = (link.bandwidth_gbps, link.rtt_ms, link.aggregate_gbps, site, ks.start, ks.stop)
         table = self._tables.get(key)
-        if table is None:
-            table = self._tables[key] = [self.pair_s(a, b, k) for k in ks]
+        if table is None:  # every k at once: the same formulas over an array of counts
+            counts = np.maximum(np.arange(ks.start, ks.stop, dtype=np.float64), 2.0)
+            table = self._tables[key] = self._pair_terms(link, counts, site).tolist()
         return table
 
     def site_s(self, site: str, inside: int, k: int) -> float | None:

@@ -8,17 +8,24 @@ referee's own figures: from a start mix ``x`` (counts per candidate) it tries
 * *remove*: one node of a candidate in use;           ``x − e_i``
 * *swap*: a node of ``i`` in use for one of ``j``;    ``x − e_i + e_j``
 * the same three with a *chunk* of ``⌈n/8⌉`` nodes (``n = Σx``), so that 1,000-node mixes move too,
+* *reshape*: a node of ``i`` for one of any other candidate of its place (another machine size where
+  the zone's node limit binds),
+* *relocate*: every node of ``i`` for as many of the same shape (accelerators and rate) in another
+  region, the cheapest there (a whole group moved, where one node at a time cannot leave a region),
 * *exchange*: one node of ``i`` for ``⌈s_i g_i/s_j g_j⌉`` of a slower ``j``, or ``⌊s_j g_j/s_i g_i⌋``
   of ``i`` for one of a faster ``j`` (rate kept: a fast dear node for several cheap ones),
 
 and, once the mix keeps the goal, takes the first move that improves the score, until none does (a
-local optimum) or the evaluation budget is spent. A mix that misses the goal is repaired first: the
+local optimum) or the evaluation budget (or the time given) is spent. A mix that misses the goal is repaired first: the
 cheapest neighbour that keeps it, else the neighbour that buys the most of the shortfall per unit of
 the objective. From the best local optimum it then kicks (takes out one to three nodes,
 puts in one to four of listed candidates, seeded) and climbs again, keeping what is better
 (iterated local search), until ``KICKS`` kicks in a row find nothing better. The listed candidates are those in use and, for every place, the
 ``PER_PLACE`` best by price per good sample, ``(p_j + d_j)/(s_j·g_j)``, and the fastest; every
-candidate with a minimum stays listed.
+candidate with a minimum stays listed. Starts: the mixes the caller knows, :meth:`LocalSearch.fills`
+(candidate by candidate) and :meth:`LocalSearch.region_fills` (region by region, one node shape at a
+time, cheapest region per good sample first: the many-region mixes of local-sgd and ma, where a
+region's own all-reduce caps what it trains).
 
 A mix's score is lexicographic: ``(violation, objective)``. ``violation`` is the relative shortfall
 from the target or the throughput floor plus the relative excess over the budget (0 for a mix that

@@ -24,9 +24,13 @@ decrease with ``t``: a higher target shrinks the feasible set and raises the egr
     is ``N`` times the cost per sample.
 
 Every objective also runs the referee's own search (``geotrain.solver.local``, :meth:`Searcher.polish`):
-a local search on the referee's figures from the best mixes known (the baselines) and a fill of every
-region, before the MIP (its best mix is the MIP's cutoff, so the MIP looks only below it) and after it
-where the MIP did not prove its mix optimal. The MIP, a relaxation of the referee, gives the bound; the
+a local search on the referee's figures from the best mixes known (the baselines), a fill of every
+region and the region-by-region fills, before the MIP (a short one, ``DEFAULT_EVALUATIONS`` mixes: its
+best mix is the MIP's cutoff, so the MIP looks only below it) and after it where the MIP did not prove
+its mix optimal (the time left, up to ``POLISH_EVALUATIONS`` mixes). min_cost gives its MIP
+``MIP_SHARE`` of the time left, so that a mix the MIP cannot prove is still improved by the local
+search. A solve cut short without a mix proves nothing: a search that ends without a mix and without
+a proof returns ``TIME_LIMIT`` (the planner says "not found within N s", never "out of reach"). The MIP, a relaxation of the referee, gives the bound; the
 plan reports the best mix either found, with ``gap = (best − bound) / best`` (min_cost, per-sample) or
 ``(bound − best) / bound`` (max_throughput), and ``optimal`` only when that gap is within twice the
 tolerance and no solve ran out of time.
@@ -48,14 +52,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from geotrain.solver import semantics
-from geotrain.solver.local import Goal, LocalSearch, score
+from geotrain.solver.local import DEFAULT_EVALUATIONS, Goal, LocalSearch, score
 from geotrain.solver.model import DEFAULT_TOLERANCE, TargetModel
 from geotrain.solver.problem import Evaluation, Problem
 from geotrain.solver.result import SearchResult, Solution, SolveStatus
 
 POLISH_STARTS = 3  # local search starts: the best known mixes and the best region fills, this many of each
 POLISH_EVALUATIONS = 200_000  # the local search's budget: this many mixes, or its share of the time limit
-POLISH_SHARE = 0.5  # the share of the time left that the local search before the MIP may take
+MIP_SHARE = 0.5  # min_cost: the MIP's share of the time left; a mix it does not prove gets the rest polished
 FRONTIER_EVALUATIONS = 600  # the frontier's local search for the fastest mixes
 FRONTIER_TOLERANCE = 0.05  # the frontier's top point: the fastest mix to within this share
 FRONTIER_NODES = 64  # the frontier's solves consider at most this many nodes (or twice the largest mix seen)
@@ -131,12 +135,13 @@ class Searcher:
 
     # -- primitives -------------------------------------------------------------------------
 
-    def solve_at(self, target: float) -> Solution:
+    def solve_at(self, target: float, share: float = 1.0) -> Solution:
+        """The MIP at ``target``, within ``share`` of the time left."""
         floor = self.problem.limits.min_samples_per_s or 0.0
         target = max(target, floor)
         if target not in self._cache:
             left = self.time_limit_s - (time.perf_counter() - self.started)
-            self.model.time_limit_s = max(0.25, left)
+            self.model.time_limit_s = max(0.25, left * share)
             solution = self.model.solve(target)
             self.solves += solution.iterations
             self.statuses.add(solution.status)
@@ -241,10 +246,12 @@ class Searcher:
         mix)."""
         if self.out_of_time() or not self.problem.candidates:
             return best
+        # before the MIP (no ``best`` yet) a short search: where the MIP proves its mix at once, no more is
+        # needed; after it, the time left, up to a large budget
         left = self.time_limit_s - (time.perf_counter() - self.started)
-        # before the MIP (no ``best`` yet) half the time left, so that the MIP has the other half for its bound
-        deadline = time.perf_counter() + left * (POLISH_SHARE if best is None else 1.0)
-        search = LocalSearch(self.problem, self.evaluate, goal, max_evaluations=POLISH_EVALUATIONS, deadline=deadline)
+        search = LocalSearch(self.problem, self.evaluate, goal,
+                             max_evaluations=DEFAULT_EVALUATIONS if best is None else POLISH_EVALUATIONS,
+                             deadline=time.perf_counter() + left)
         ranked = lambda mixes: sorted((s, x) for x in mixes if (s := search.score_of(x)) is not None)  # noqa: E731
         known = [x for x in self.model.evaluated() if semantics.structurally_feasible(self.problem, x)]
         starts = [x for _, x in ranked(known)[:POLISH_STARTS]] + [x for _, x in ranked(search.fills())[:POLISH_STARTS]]
@@ -276,7 +283,7 @@ class Searcher:
             return self._result("min_cost", None, 0.0, start)
         goal = Goal("min_cost", target)
         self.polish(goal, None)  # the mixes it scores start the MIP: it looks only below the best of them
-        solution = self.solve_at(target)
+        solution = self.solve_at(target, MIP_SHARE)
         if solution.found and solution.status is not SolveStatus.OPTIMAL:  # proven: nothing to polish
             solution = self.polish(goal, solution)
         gap = 0.0

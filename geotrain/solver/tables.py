@@ -6,6 +6,8 @@ from __future__ import annotations
 import functools
 from itertools import combinations
 
+import numpy as np
+
 from geotrain.solver.problem import Problem, place_order
 
 
@@ -84,7 +86,7 @@ class Tables:
         out = {}
         for q in ends:
             rows = [list(t.values()) for t in tables[q].values()] or [[float("inf")] * len(self.ks)]
-            out[q] = dict(zip(self.ks, (min(column) for column in zip(*rows, strict=True)), strict=True))
+            out[q] = dict(zip(self.ks, np.min(np.array(rows, dtype=np.float64), axis=0).tolist(), strict=True))
         return out
 
     @functools.cached_property
