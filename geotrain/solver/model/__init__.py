@@ -273,13 +273,15 @@ class TargetModel:
         if solver is None:
             raise InputError(f"--backend: this OR-Tools build has no {backend} back end; use one of "
                              f"{', '.join(b for b in BACKENDS if b != backend)}")
-        solver.SetTimeLimit(int(time_limit_s * 1000))
+        clock = time.perf_counter()
         b = Builder(self._tables_below(cutoff), solver, target, self.lazy)
         b.build()
         for cut in cuts:
             b.no_good(cut)
         if cutoff is not None:
             b.cutoff(cutoff)
+        # the time limit covers building the rows too (1,000 node counts take a second or more)
+        solver.SetTimeLimit(int(max(0.25, time_limit_s - (time.perf_counter() - clock)) * 1000))
         result = solver.Solve()
         status = {
             pywraplp.Solver.OPTIMAL: SolveStatus.OPTIMAL,
