@@ -355,3 +355,16 @@ def test_multi_region_local_sgd_finds_the_many_region_mix(target, accelerators, 
     assert plan.totals.goodput_samples_per_s >= target * (1 - 1e-6)
     assert plan.totals.usd_per_hour <= most_usd, [(i.offer.offer_id, i.count) for i in plan.items]
     assert len({i.offer.location.region for i in plan.items}) >= 2
+
+
+def test_cli_a_search_cut_short_exits_6_with_the_fastest_mix_it_found():
+    """asgd-ga on T4s at 50,000 samples/s with 5 s to search: neither found nor ruled out. One line on
+    stderr, exit 6, no "out of reach" and no bound; the time limit holds (the plan's whole wall time)."""
+    clock = time.perf_counter()
+    result = runner.invoke(app, ["plan", "--workload", "roberta-xlm", "--strategy", "asgd-ga", "--accelerators", "T4",
+                                 "--max-per-zone", "5", "--target-sps", "50000", "--time-limit", "5"])
+    assert result.exit_code == 6, result.output
+    line = result.stderr.strip()
+    assert len(line.splitlines()) == 1 and line.startswith("error: no mix found within 5 s"), line
+    assert "out of reach" not in line and "at most" not in line and "the fastest mix it found:" in line
+    assert time.perf_counter() - clock < 5 * 3  # the search's 5 s, the baselines and the imports
