@@ -138,7 +138,7 @@ def test_the_same_on_fifty_more_markets(seed):
 
 
 REGION_FAST = 3  # multi-region local-sgd / ma markets `make test` runs; `make test-all` runs REGION_MORE besides
-REGION_MORE = 12
+REGION_MORE = 6
 
 
 @pytest.mark.parametrize("seed", range(REGION_FAST))
