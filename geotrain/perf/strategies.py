@@ -387,14 +387,23 @@ def _aggregate_term(topo: Topology, payload: float) -> tuple[float, Bottleneck |
     return worst, bound
 
 
-def _ring(topo: Topology, members: Sequence[int]) -> list[tuple[int, int]]:
-    """Ring hops (from group, to group) over the nodes of ``members``, ordered by location."""
-    order = sorted(members, key=lambda i: (topo.groups[i].location.cloud, topo.groups[i].location.region,
-                                           topo.groups[i].location.zone, i))
-    nodes = [i for i in order for _ in range(topo.groups[i].count)]
-    if len(nodes) < 2:
-        return []
-    return [(nodes[k], nodes[(k + 1) % len(nodes)]) for k in range(len(nodes))]
+def _ring(topo: Topology, members: Sequence[int]) -> dict[tuple[int, int], int]:
+    """The ring over the nodes of ``members``, ordered by location: how many of its hops run from one
+    group to another (``(i, i)``: between two nodes of group i). Counted per group, not per node: a
+    ring of 1,000 nodes in a few groups is a few entries."""
+    order = [i for i in sorted(members, key=lambda i: (topo.groups[i].location.cloud, topo.groups[i].location.region,
+                                                       topo.groups[i].location.zone, i)) if topo.groups[i].count]
+    nodes = sum(topo.groups[i].count for i in order)
+    if nodes < 2:
+        return {}
+    if len(order) == 1:
+        return {(order[0], order[0]): nodes}
+    hops: dict[tuple[int, int], int] = defaultdict(int)
+    for j, i in enumerate(order):
+        if topo.groups[i].count > 1:
+            hops[(i, i)] += topo.groups[i].count - 1
+        hops[(i, order[(j + 1) % len(order)])] += 1
+    return dict(hops)
 
 
 def _ring_allreduce(topo: Topology, members: Sequence[int], payload: float) -> tuple[float, dict, Bottleneck | None]:
@@ -402,14 +411,13 @@ def _ring_allreduce(topo: Topology, members: Sequence[int], payload: float) -> t
     hops = _ring(topo, members)
     if not hops:
         return 0.0, {}, None
-    n = len(hops)
+    n = sum(hops.values())
     pairs = [(i, j) for i in members for j in members if i <= j and (i != j or topo.groups[i].count > 1)]
     slowest = max(pairs, key=lambda p: ring_pair_s(payload, n, topo.link(*p)))
     t = ring_pair_s(payload, n, topo.link(*slowest))
-    sent: dict[tuple[int, int], float] = defaultdict(float)
-    for hop in hops:
-        sent[hop] += share(n) * payload
-    return t, dict(sent), Bottleneck("link", t, slowest, topo.link(*slowest))
+    amount = share(n) * payload
+    sent = {hop: count * amount for hop, count in hops.items()}
+    return t, sent, Bottleneck("link", t, slowest, topo.link(*slowest))
 
 
 @dataclass(frozen=True, slots=True)

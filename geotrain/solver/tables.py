@@ -78,16 +78,23 @@ class Tables:
     def _nearest(self, ends: list[str]) -> dict[str, dict[int, float]]:
         # many pairs share one table (zones of a region, regions with the same link figures): take the
         # minimum over the distinct tables only
-        tables: dict[str, dict[int, dict[int, float]]] = {q: {} for q in ends}
+        tables: dict[str, dict[int, list[float]]] = {q: {} for q in ends}
         for a, b in combinations(ends, 2):
-            table = self.pair(a, b)
+            table = self._pair_values(a, b)
             tables[a][id(table)] = table
             tables[b][id(table)] = table
         out = {}
         for q in ends:
-            rows = [list(t.values()) for t in tables[q].values()] or [[float("inf")] * len(self.ks)]
+            rows = list(tables[q].values()) or [[float("inf")] * len(self.ks)]
             out[q] = dict(zip(self.ks, np.min(np.array(rows, dtype=np.float64), axis=0).tolist(), strict=True))
         return out
+
+    def _pair_values(self, a: str, b: str) -> list[float]:
+        """``pair`` as a list by k (the oracle's shared table where it has one: no dict is built)."""
+        table = getattr(self.o, "pair_table", None)
+        if table is None:
+            return list(self.pair(a, b).values())
+        return table(a, b, self.ks)
 
     @functools.cached_property
     def nearest(self) -> dict[str, dict[int, float]]:

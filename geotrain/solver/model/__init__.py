@@ -21,7 +21,9 @@ Constraints (all strategies)
 ----------------------------
 ::
 
-    Σ_k w_k = 1,   n = Σ_k k·w_k,   n_min ≤ n ≤ N                         node count (n_min: a pinned count)
+    Σ_k w_k = 1,   n = Σ_k k·w_k,   n_pin ≤ n ≤ N                         node count (n_pin: a pinned count)
+    w_k = 0 for k < n_min   n_min: the fewest nodes whose full rates s_i·g_i sum to t (every strategy's
+                            throughput rows below imply Σ_i s_i g_i x_i ≥ t)
     y_p ≤ C_p ≤ U_p·y_p;   Y_r ≥ y_p (p ∈ r), Y_r ≤ Σ_{p∈r} y_p;   Σ_r Y_r ≤ max_regions
     C_p ≤ max_per_zone,   C_p ≤ share_z·n                               correlated-preemption hedge
     Σ_{spot} x_i ≤ share_spot·n,   Σ_{i∈scope} acc_i·x_i ≤ quota          spot share, quotas
@@ -50,7 +52,10 @@ aggregate cap) has no row, which only under-states T.
 *allreduce* — ``G = Σ_i m_i g_i x_i``, ``τ`` the slowest step in use (one-hot levels), ``T ≥`` every
 active ``ρ_p(k)`` and ``π_{pp'}(k)``::
 
-    G ≥ t·(τ + T)
+    G ≥ t·(τ + T),   T ≥ min_p min_{k ≥ n_min} ρ_p(k)
+
+(the second row: a valid bound the one-hot ``w`` leaves loose, as its LP relaxation prices n nodes by
+a blend of 1 and N nodes; a place in use has its term at the mix's own count, n ≥ n_min).
 
 *local-sgd* — per round: H steps, each the slowest node's step or, in a region of ``n_r ≥ 2`` nodes,
 ``τ_min`` plus its all-reduce ``ρ_r(n_r)``; then the leaders' ring ``π_{rr'}(R)`` over the R regions

@@ -58,6 +58,10 @@ class Builder:
         self.total = s.NumVar(self.p.limits.min_nodes or 0, N, "n")
         self.row([(self.total, 1.0)] + [(x, -1.0) for x in self.x], 0, 0)
         self.row([(self.total, 1.0)] + [(w, -k) for k, w in self.w.items()], 0, 0)
+        self.fewest = self.fewest_nodes()
+        below = [w for k, w in self.w.items() if k < self.fewest]
+        if below:  # no mix of fewer nodes reaches t (``fewest_nodes``)
+            self.row([(w, 1.0) for w in below], ub=0)
         self.y = {p: s.BoolVar(f"y[{p}]") for p in tb.places}
         for p, idx in tb.members.items():
             members = self.count(p)
@@ -351,6 +355,20 @@ class Builder:
                      + [(ind, -big) for ind in indicators], lb=-big * n_on)
         return var
 
+    def fewest_nodes(self) -> int:
+        """n_min: no mix of fewer nodes trains ``t`` samples/s, even at its nodes' full speed: every
+        strategy's throughput rows imply ``Σ_i s_i g_i x_i ≥ t`` (allreduce: ``t ≤ G/(τ + T) ≤ G/τ ≤
+        Σ s_i g_i x_i``, as ``τ ≥ m_i/s_i``; local-sgd, ma likewise with ``T_loc ≥ τ``; hivemind: ``e·R ≥
+        t`` with ``e ≤ 1``; asgd-ga: ``Σ X_r ≥ t``, ``X_r ≤ Σ_{i∈r} s_i g_i x_i``). N + 1 where no mix can."""
+        rates = sorted((c.rate * c.goodput for c in self.cands for _ in range(min(c.capacity, self.N))),
+                       reverse=True)
+        total = 0.0
+        for k, rate in enumerate(rates[:self.N], 1):
+            total += rate
+            if total >= self.t * (1 - 1e-9):
+                return k
+        return self.N + 1
+
     def _good_samples(self) -> Terms:
         return [(self.x[i], c.samples_per_step * c.goodput) for i, c in enumerate(self.cands)]
 
@@ -365,6 +383,14 @@ class Builder:
             between += [({k: v if k > 1 else 0.0 for k, v in tb.nearest[p].items()}, [self.y[p], self.multi], 2)
                         for p in tb.places]
         T = self._max_term("T", inside + between)
+        # every mix that reaches t has at least n_min nodes, so T is at least the smallest in-place term at
+        # n_min or more nodes (a term of any place in use at the mix's own count is at least that): a valid
+        # row the one-hot w leaves loose (its LP prices n nodes by a blend of 1 and N nodes)
+        if 2 <= self.fewest <= self.N:
+            least = min((min(table[k] for k in range(self.fewest, self.N + 1)) for _, table in tb.place_groups),
+                        default=0.0)
+            if least > 0:
+                self.row([(T, 1.0)], lb=least)
         # G − t·τ − t·T ≥ 0
         self.row(self._good_samples() + [(v, -t * c) for v, c in tau] + [(T, -t)], lb=0)
         m_max = self.p.max_samples_per_step
