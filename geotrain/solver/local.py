@@ -256,16 +256,23 @@ class LocalSearch:
         return score(self.problem, self.goal, self.evaluate(counts))
 
     def run(self, starts: Iterable[tuple[int, ...]]) -> tuple[tuple[int, ...], Score] | None:
-        """The best local optimum reached from ``starts`` (None if no start is structurally feasible)."""
+        """The best local optimum reached from ``starts`` (None if no start is structurally feasible).
+        Under a deadline, each start climbs within its share of the time left (the kicks after them
+        keep a share too), so that one long climb cannot starve the other starts."""
         best: tuple[tuple[int, ...], Score] | None = None
-        seen: set[tuple[int, ...]] = set()
-        for start in starts:
-            if start in seen or self.spent():
-                continue
-            seen.add(start)
-            found = self.climb(start)
-            if found is not None and (best is None or found[1] < best[1]):
-                best = found
+        unique = list(dict.fromkeys(starts))
+        deadline = self.deadline
+        try:
+            for j, start in enumerate(unique):
+                if self.spent():
+                    break
+                if deadline is not None:
+                    self.deadline = time.perf_counter() + (deadline - time.perf_counter()) / (len(unique) - j + 1)
+                found = self.climb(start)
+                if found is not None and (best is None or found[1] < best[1]):
+                    best = found
+        finally:
+            self.deadline = deadline
         return self.kicked(best)
 
     def kicked(self, best: tuple[tuple[int, ...], Score] | None) -> tuple[tuple[int, ...], Score] | None:
