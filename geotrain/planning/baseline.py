@@ -7,8 +7,8 @@
   cheapest offer per hour of that accelerator type that holds all n, on-demand unless the job asks for spot
   only (``skypilot_market``); for each type the smallest n that meets the goal, and the best type.
 
-Options are scanned with the solver's model (fast; for min_cost, the smallest count that meets the goal
-by doubling and bisection); the best few of each kind are evaluated with the
+Options are scanned with the solver's model (fast; for min_cost, the smallest count that meets the goal,
+by bisection between the counts where a choice opens another zone); the best few of each kind are evaluated with the
 perf model, like the plan itself, and the best by the perf model that meets the job's goal is the
 baseline. A kind with no option meeting the goal is reported with the reason. For max_throughput,
 rates within the solver's relative tolerance of the best count as equal and the cheapest wins.
@@ -64,16 +64,19 @@ def _options(ctx: PlanningContext) -> dict[BaselineKind, list[_Option]]:
         return out  # nodes that must stay in several offers: no homogeneous choice keeps them
     allowed = pinned or range(len(cands))
 
+    def room_of(i: int) -> int:
+        room = cands[i].capacity
+        if limits.max_nodes_per_zone is not None:
+            room = min(room, limits.max_nodes_per_zone)
+        if limits.max_accelerators_per_zone is not None:
+            room = min(room, limits.max_accelerators_per_zone // cands[i].accelerators)
+        return room
+
     def scan(indices: list[int], n: int) -> _Option | None:
         """n nodes over ``indices`` (cheapest first, each up to its capacity and the zone limit)."""
         left, counts = n, []
         for i in indices:
-            room = cands[i].capacity
-            if limits.max_nodes_per_zone is not None:
-                room = min(room, limits.max_nodes_per_zone)
-            if limits.max_accelerators_per_zone is not None:
-                room = min(room, limits.max_accelerators_per_zone // cands[i].accelerators)
-            take = min(room, left)
+            take = min(room_of(i), left)
             if take:
                 counts.append((i, take))
                 left -= take
@@ -122,23 +125,27 @@ def _options(ctx: PlanningContext) -> dict[BaselineKind, list[_Option]]:
         groups[(c.region, offer.shape.instance_type, c.market)].append(i)
     for indices in groups.values():
         indices.sort(key=lambda i: (cands[i].price_usd_per_hour, cands[i].key))
-        out[BaselineKind.SINGLE_REGION] += sweep(1, top, lambda n, indices=indices: scan(indices, n), enough)
+        rooms, breaks = 0, []
+        for i in indices:  # where ``scan`` opens the next offer's zone
+            rooms += room_of(i)
+            breaks.append(rooms)
+        out[BaselineKind.SINGLE_REGION] += sweep(1, top, lambda n, indices=indices: scan(indices, n), enough, breaks)
     return out
 
 
 
 
-def _every(low: int, high: int, option_of, enough) -> list[_Option]:  # noqa: ANN001
+def _every(low: int, high: int, option_of, enough, breaks=()) -> list[_Option]:  # noqa: ANN001
     """Every node count from ``low`` to ``high`` (max_throughput and the per-sample objectives: any may win)."""
     return [o for n in range(low, high + 1) if (o := option_of(n)) is not None]
 
 
-def _smallest_enough(low: int, high: int, option_of, enough) -> list[_Option]:  # noqa: ANN001
+def _smallest_enough(low: int, high: int, option_of, enough, breaks=()) -> list[_Option]:  # noqa: ANN001
     """min_cost: more nodes of the same choice only cost more once the goal is met, so the smallest count
-    that meets it is the choice's best. Found by doubling from ``low`` and then bisection (a few dozen
-    evaluations where 1,000 nodes are allowed, not 1,000), which takes the rate of n nodes of one
-    choice to grow with n (where communication makes it fall, a larger n than the smallest may be
-    found: the baseline is then dearer than it could be, never wrong). Every option evaluated is kept."""
+    that meets it is the choice's best. ``breaks``: the counts at which the choice's fill opens another
+    zone (its rate may fall there: a ring across zones); between two, the rate of n nodes grows with n,
+    so the first segment whose largest count meets the goal is bisected for its smallest (a few dozen
+    evaluations where 1,000 nodes are allowed, not 1,000). Every option evaluated is kept."""
     seen: dict[int, _Option | None] = {}
 
     def met(n: int) -> bool:
@@ -146,16 +153,16 @@ def _smallest_enough(low: int, high: int, option_of, enough) -> list[_Option]:  
             seen[n] = option_of(n)
         return enough(seen[n])
 
-    bad, n = low - 1, low
-    while n <= high and not met(n):
-        bad, n = n, n * 2 if n > 0 else 1
-    if n > high:
-        if bad >= high or not met(high):
-            return [o for o in seen.values() if o is not None]
-        n = high
-    while n - bad > 1:  # met(n), not met(bad)
-        mid = (bad + n) // 2
-        bad, n = (bad, mid) if met(mid) else (mid, n)
+    edges = sorted({b for b in breaks if low <= b < high} | {high})
+    start = low
+    for top in edges:
+        if met(top):
+            bad, n = start - 1, top  # met(n); the counts up to ``bad`` are known not to
+            while n - bad > 1:
+                mid = (bad + n) // 2
+                bad, n = (bad, mid) if met(mid) else (mid, n)
+            break
+        start = top + 1
     return [o for o in seen.values() if o is not None]
 
 
