@@ -255,7 +255,7 @@ class Searcher:
         ranked = lambda mixes: sorted((s, x) for x in mixes if (s := search.score_of(x)) is not None)  # noqa: E731
         known = [x for x in self.model.evaluated() if semantics.structurally_feasible(self.problem, x)]
         starts = [x for _, x in ranked(known)[:POLISH_STARTS]] + [x for _, x in ranked(search.fills())[:POLISH_STARTS]]
-        starts += [x for _, x in ranked(search.region_fills())[:POLISH_STARTS]]
+        starts += [x for _, x in ranked(search.region_fills(greedy=best is not None))[:POLISH_STARTS]]
         found = search.run(starts)
         self.polished += search.evaluations
         if found is None or found[1][0] > 0:
