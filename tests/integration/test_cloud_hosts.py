@@ -209,7 +209,7 @@ def test_user_data_runs_as_root_inside_the_vm_and_its_security_group_is_the_fire
     console = hv.console(vm)
     assert f"user data runs as root on {host.name} in /" in console, console
     assert hv.script_exit(vm) == 0
-    assert booted < 30
+    assert booted < 60  # a boot of the harness's VM, however busy the machine: under a minute
 
     # what it made is the VM's only
     inside = host.run("getent passwd trainer && test -d /home/trainer && cat /etc/geotrain-user-data", root=True)
