@@ -10,19 +10,35 @@
    refitted without one of the accelerators Lambda measured, and that accelerator's 1-GPU ratio to
    the A10 is predicted from its datasheet, beside the TFLOPS-only ratio; then the T4, which Lambda
    did not measure, against Erben et al.'s measured T4/A10 ratios (never fitted on).
-4. How many predictions per second ``PerfModel.predict`` makes for a geo-distributed mix.
+4. In the data centre, held out: published multi-node data-parallel runs (``bench/data/
+   dc_scaling_runs.csv``, sources and doubts in ``bench/data/dc_scaling_SOURCES.md``), none of them
+   used by any fit. Each series' measured one-node rate is the node's rate (an input, as the
+   single-node baselines above); the model predicts the N-node rate from the ring all-reduce over the
+   run's interconnect and DDP's overlap (``geotrain.perf.strategies``: ``β`` and the 25 MiB bucket are
+   priors, nothing is fitted on these runs), beside the same ring without the overlap and the previous
+   model (one TCP stream of 4.78 Gbit/s, no overlap). Runs with gradient accumulation (one all-reduce
+   per accumulated batch) and runs whose per-GPU batch is not printed are left out and counted.
+5. How many predictions per second ``PerfModel.predict`` makes for a geo-distributed mix.
 
     .venv/bin/python bench/perf_model.py
 """
 
 from __future__ import annotations
 
+import csv
+import re
 import statistics
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 from geotrain.domain import Continent, InstanceShape, InterruptionSignal, Location, Market, NodeGroup, Offer
-from geotrain.domain import SyncSettings
+from geotrain.domain import LinkClass, SyncSettings
+from geotrain.perf import strategies
+from geotrain.perf.network import LinkEstimate
+from geotrain.perf.strategies import PeerGroup, Topology
+from geotrain.perf.workloads import Workload
 from geotrain.perf.calibration import CalibrationRun, held_out_fits, load_runs, multi_peer, run_groups
 from geotrain.perf.data import data_text
 from geotrain.perf.model import PerfModel
@@ -163,6 +179,101 @@ def accelerator_folds() -> None:
               f"{t / ratio - 1:>+7.1%} | not in Lambda's data: Erben et al.'s {workload} on {acc} / {ANCHOR}")
 
 
+DC_RUNS = Path(__file__).parent / "data" / "dc_scaling_runs.csv"
+DC_PARAMETERS = {"ResNet-50": 25_557_032, "BERT-base": 110_000_000, "BERT-large": 340_000_000}  # the models' sizes
+DC_RTT_MS = 0.05  # inside one cluster (the latency term is negligible against the payload at these sizes)
+PREVIOUS_STREAM_GBPS = 4.78  # the model before: one TCP stream per ring hop (network.json's AWS same-zone figure)
+
+
+def _interconnect_gbps(row: dict) -> tuple[float | None, str]:
+    """The run's node network (Gbit/s): as stated, else the system's nominal figure the row notes."""
+    if row["interconnect_gbps"]:
+        return float(row["interconnect_gbps"]), "stated"
+    text = row["interconnect"]
+    found = re.search(r"(\d+)\s*x\s*(\d+)\s*Gb", text)
+    if found:
+        return float(found.group(1)) * float(found.group(2)), "nominal"
+    found = re.search(r"(\d+)\s*Gbit/s", text)
+    return (float(found.group(1)), "nominal") if found else (None, "")
+
+
+def _ddp_rate(nodes: int, per_node_samples_s: float, per_node_step: int, parameters: int, gbps: float,
+              overlap: bool) -> float:
+    """The N-node rate of the model's allreduce: one group of identical nodes, every hop at ``gbps``."""
+    link = LinkEstimate(gbps, DC_RTT_MS, LinkClass.SAME_ZONE, True, True, "the run's interconnect")
+    location = Location("onprem", "cluster", "", Continent.EUROPE)
+    topo = Topology([PeerGroup(location, nodes, per_node_samples_s, per_node_step)], lambda a, b: link,
+                    lambda site: None)
+    workload = Workload("held-out", parameters, "cv", per_node_step)
+    ring, _, _ = strategies._ring_allreduce(topo, [0], parameters * 4)  # fp32 gradients on the wire
+    compute = per_node_step / per_node_samples_s
+    step = strategies.ddp_step_s(compute, ring, strategies.ddp_bucket_share(workload.parameters)) if overlap \
+        else compute + ring
+    return nodes * per_node_step / step
+
+
+def _framework(framework: str) -> str:
+    """The family of a run's framework: PyTorch DDP (geotrain's runtime), Horovod, or the framework's name."""
+    if "Horovod" in framework:
+        return "Horovod"
+    if "PyTorch" in framework or "DDP" in framework:
+        return "PyTorch DDP"
+    return framework.split()[0]
+
+
+def datacentre_folds() -> None:
+    rows = list(csv.DictReader(DC_RUNS.open(encoding="utf-8")))
+    series: dict[tuple, dict[int, dict]] = {}
+    skipped = Counter()
+    for row in rows:
+        if "accumul" in (row["metric_note"] + row["framework"]).lower():
+            skipped["gradient accumulation"] += 1
+            continue
+        if not row["per_gpu_batch"] or row["model"] not in DC_PARAMETERS:
+            skipped["no per-GPU batch printed"] += 1
+            continue
+        if int(row["gpus_per_node"]) < 8 and int(row["nodes"]) == 1 and "1 GPU" in row["metric_note"]:
+            continue  # a single-GPU row of a series: the node (all its GPUs) is the base
+        key = (row["source"], row["system"], row["model"], row["framework"], row["precision"], row["per_gpu_batch"])
+        series.setdefault(key, {})[int(row["nodes"])] = row
+    folds: dict[str, list[tuple[float, float, float]]] = {}
+    print("\nData centre, held out (no fit uses these runs): predicted / measured - 1 for every run of 2+ nodes;"
+          " the one-node run of each series is the node's rate")
+    for (source, system, model, framework, precision, batch), by_nodes in sorted(series.items()):
+        base = by_nodes.get(1)
+        if base is None or len(by_nodes) < 2:
+            skipped["no one-node run in its series"] += len(by_nodes)
+            continue
+        gbps, how = _interconnect_gbps(base)
+        if gbps is None:
+            skipped["no interconnect figure"] += len(by_nodes) - 1
+            continue
+        step = int(base["gpus_per_node"]) * int(batch)
+        rate = float(base["samples_per_s"])
+        fold = f"{source.split(':')[0].split(' (')[0][:30]} / {model} / {_framework(framework)}"
+        for nodes, row in sorted(by_nodes.items()):
+            if nodes < 2:
+                continue
+            measured = float(row["samples_per_s"])
+            errs = tuple(_ddp_rate(nodes, rate, step, DC_PARAMETERS[model], g, o) / measured - 1
+                         for g, o in ((gbps, True), (gbps, False), (PREVIOUS_STREAM_GBPS, False)))
+            folds.setdefault(f"{fold} ({how} {gbps:g} Gbit/s)", []).append(errs)
+    print(f"{'held out (source / model / framework, interconnect)':<76} {'runs':>4} | {'model: median':>13} {'p90':>6} |"
+          f" {'no overlap':>10} {'p90':>6} | {'previous':>8} {'p90':>6}")
+    every: list[tuple[float, float, float]] = []
+    for fold, errs in sorted(folds.items()):
+        every += errs
+        cols = [summary([e[k] for e in errs]).split()[:2] for k in range(3)]
+        print(f"{fold:<76} {len(errs):>4} | {cols[0][0]:>13} {cols[0][1]:>6} | {cols[1][0]:>10} {cols[1][1]:>6} |"
+              f" {cols[2][0]:>8} {cols[2][1]:>6}")
+    cols = [summary([e[k] for e in every]).split()[:2] for k in range(3)]
+    print(f"{'all held-out runs':<76} {len(every):>4} | {cols[0][0]:>13} {cols[0][1]:>6} | {cols[1][0]:>10} "
+          f"{cols[1][1]:>6} | {cols[2][0]:>8} {cols[2][1]:>6}")
+    signed = sorted(e[0] for e in every)
+    print(f"signed error of the model: median {statistics.median(signed):+.1%} (positive: predicts faster than "
+          f"measured); left out: " + ", ".join(f"{n} runs ({why})" for why, n in sorted(skipped.items())))
+
+
 if __name__ == "__main__":
     perf = PerfModel(egress=EgressPrices.bundled())
     calibration = load_runs(data_text("calibration_runs.csv"))
@@ -172,5 +283,6 @@ if __name__ == "__main__":
     cross_validation(calibration, lambda r: f"{family(r)} / {r.workload}", "series (one workload's peer sweep in "
                      "one setup family)")
     accelerator_folds()
+    datacentre_folds()
     print()
     speed(perf)

@@ -41,4 +41,13 @@ def bottleneck_words(result: Estimate) -> str:
     if b.what == "node egress":
         return (f"each {_where(a)} node's own egress ({link.bandwidth_gbps:.2f} Gbit/s single stream, {how}): {share}")
     return (f"the link {_where(a)} <-> {_where(c)} ({link.link_class.value.replace('_', ' ')}, "
-            f"{link.bandwidth_gbps * 1000:.0f} Mbit/s single stream, {link.rtt_ms:.1f} ms RTT, {how}): {share}")
+            f"{link.bandwidth_gbps * 1000:.0f} Mbit/s {_carried(link, how)}, {link.rtt_ms:.1f} ms RTT): {share}")
+
+
+def _carried(link, how: str) -> str:  # noqa: ANN001 - a LinkEstimate
+    """What the link's figure is: one stream, or NCCL's streams at most the machines' NIC."""
+    if link.nic_capped:
+        return "the machines' NIC as their cloud sells it (sustained), under NCCL's streams"
+    if link.streams > 1:
+        return f"over NCCL's {link.streams} streams, each {how}"
+    return f"single stream, {how}"

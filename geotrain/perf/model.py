@@ -29,6 +29,7 @@ from geotrain.errors import InputError
 from geotrain.perf.data import data_text
 from geotrain.perf.host import LocalHost, LocalRates, LoopbackNetwork
 from geotrain.perf.network import LinkEstimate, NetworkModel, SitePlacement
+from geotrain.perf.nic import MachineNetworks
 from geotrain.perf.rates import ComputeRate, RateTable
 from geotrain.perf.strategies import (
     Bottleneck, HivemindFit, PeerGroup, Strategy, Topology,
@@ -135,22 +136,32 @@ class PerfModel:
 
     def __init__(self, *, egress: TransferPrices, rates: RateTable | LocalRates | None = None,
                  network: NetworkModel | LoopbackNetwork | None = None, host: LocalHost | None = None,
-                 fit: HivemindFit | None = None) -> None:
+                 fit: HivemindFit | None = None, machines: MachineNetworks | None = None) -> None:
         self.rates = rates or RateTable.bundled()
         self.network = network or NetworkModel.bundled()
         self.egress = egress
         self.host = host
         self.fit = fit  # hivemind's constants (None: the bundled calibration)
+        self.machines = machines or MachineNetworks.bundled()  # each machine type's NIC (geotrain.perf.nic)
+
+    @property
+    def nccl(self) -> bool:
+        """Whether the collectives run on NCCL over the machines' networks (not on the local host)."""
+        return self.host is None
+
+    def nic_gbps(self, offer) -> float | None:  # noqa: ANN001 - an Offer
+        """A machine's sustained NIC figure (None: not published, or on-prem: no cap)."""
+        return self.machines.nic_gbps(offer.location.cloud, offer.shape.instance_type)
 
     def with_sites(self, sites: dict[str, SitePlacement]) -> PerfModel:
         return PerfModel(rates=self.rates, network=self.network.with_sites(sites), egress=self.egress, host=self.host,
-                         fit=self.fit)
+                         fit=self.fit, machines=self.machines)
 
     def on_local_host(self, host: LocalHost) -> PerfModel:
         """The same model for nodes that are processes on this machine (the local provider)."""
         base = self.rates.base if isinstance(self.rates, LocalRates) else self.rates
         return PerfModel(rates=LocalRates(base, host), network=LoopbackNetwork(host), egress=self.egress, host=host,
-                         fit=self.fit)
+                         fit=self.fit, machines=self.machines)
 
     def host_share(self, nodes: int) -> float:
         """The share of a core each node gets: 1 on separate machines, cores/nodes when more local
@@ -187,12 +198,12 @@ class PerfModel:
             PeerGroup(g.offer.location, g.count,
                       self.data_capped_rate(r.samples_per_s * share, g.offer.location, data),
                       samples_per_step(workload, sync, g.offer.shape.accelerator_count),
-                      1.0 if goodputs is None else goodputs[n], g.offer.shape.vcpus)
+                      1.0 if goodputs is None else goodputs[n], g.offer.shape.vcpus, self.nic_gbps(g.offer))
             for n, (g, r) in enumerate(zip(groups, rates, strict=True))
         ]
         uplinks = {g.offer.location.region: g.offer.uplink_gbps for g in groups
                    if g.offer.location.cloud == CLOUD_ONPREM}
-        topo = Topology(peers, self.network.link, lambda site: uplinks.get(site))
+        topo = Topology(peers, self.network.link, lambda site: uplinks.get(site), nccl=self.nccl)
         payload = workload.wire_bytes(precision)
         cost = strategy.cost(topo, payload, workload)
 
@@ -202,7 +213,8 @@ class PerfModel:
             if bytes_per_s <= 0:
                 continue
             src, dst = groups[i].offer.location, groups[j].offer.location
-            link = self.network.link(src, dst)
+            # the rings and broadcasts run over the collective link; hivemind over one stream per pair
+            link = self.network.link(src, dst) if strategy.name is SyncStrategyName.HIVEMIND else topo.collective(i, j)
             gb_per_hour = bytes_per_s * 3600 / GB
             price = self.egress.usd_per_gb(src, dst)
             use = LinkUse(i, j, link, gb_per_hour, price)

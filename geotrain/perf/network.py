@@ -77,6 +77,10 @@ class LinkEstimate:
     # machines); None: no figure, only the ends' own egress caps apply
     aggregate_gbps: float | None = None
     derived_from: str | None = None  # the measured pair this one was scaled from ("cloud/region <-> cloud/region")
+    # what ``bandwidth_gbps`` is: one stream, or what NCCL's ``streams`` sockets carry (inside a region,
+    # ``geotrain.perf.nic``), at most the machines' NIC figure where ``nic_capped``
+    streams: int = 1
+    nic_capped: bool = False
 
     @property
     def measured(self) -> bool:

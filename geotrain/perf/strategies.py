@@ -61,11 +61,18 @@ samples, a single small GPU on a small VM over few. One node alone trains at ``r
 ``allreduce``: synchronous data parallel (DDP); a ring all-reduce of the gradients every step,
 timed over the slowest link in use (nodes are ordered by location, so the ring crosses each region
 boundary once; with four or more regions the slowest pair may not be a ring hop, which makes the
-time an upper bound)::
+time an upper bound). DDP all-reduces the gradients in buckets of 25 MiB (fp32) while the backward
+pass (``β`` = 2/3 of a step) computes the rest; only the last bucket (``b`` of the gradients) waits
+for the backward pass to end::
 
     T_calc  = max_g mb_g / r_g        (the slowest node sets the pace)
-    T_comm  = max_{g,h} [ v(n)·W·8 / bw(g,h) + (n−1)·rtt(g,h) ]
+    T_ring  = max_{g,h} [ v(n)·W·8 / bw_nccl(g,h) + (n−1)·rtt(g,h) ]
+    T_step  = max( T_calc + b·T_ring,  (1 − β)·T_calc + T_ring ),   b = min(1, 25 MiB / (4 bytes·P))
     samples = Σ c_g mb_g;   each node sends v(n)·W to its ring successor
+
+``bw_nccl`` is what NCCL carries between two machines of one cloud region (:mod:`geotrain.perf.nic`:
+its socket streams over the link, at most either machine's sustained NIC figure); across regions
+it is the single-stream ``bw``. A model of at most 25 MiB of gradients is one bucket: no overlap.
 
 ``local-sgd`` (model averaging every ``H`` steps; Cloudless-Training's inter-region averaging,
 DiLoCo-like): inside each region ``q`` the nodes run the all-reduce above every step; every ``H``
@@ -100,9 +107,13 @@ where ``bw_8`` (``bw_S`` above) is what the runtime's ``S`` = 8 streams per pair
 stream, at most the pair's aggregate (``LinkEstimate.streams_gbps``; an on-prem site's path:
 ``site_path_gbps``).
 
-allreduce and the in-region rings send over one stream per ring hop (a region's ring crosses each
-region boundary once), so their link terms use the single-stream ``bw`` only; an on-prem site's one
-stream is at most its ``single_stream_gbps`` (or uplink), see :mod:`geotrain.perf.network`.
+allreduce's ring and the in-region rings and broadcasts of local-sgd, ma and asgd-ga run on NCCL:
+inside a region over ``bw_nccl``, across regions over the single-stream ``bw`` (a region's ring
+crosses each region boundary once); an on-prem site's one stream is at most its
+``single_stream_gbps`` (or uplink), see :mod:`geotrain.perf.network`. The in-region all-reduce of
+local-sgd, ma and asgd-ga follows the backward pass (the runtime averages the region's gradient after
+it), so it does not overlap. On the local provider (gloo on CPU processes) and in the calibration's
+runs every hop is one stream (``Topology.nccl`` False).
 
 A runtime's transport can cost more round trips than the terms above count (gloo waits for the
 receiver before each send): :class:`Protocol` adds ``k_s`` round trips of the longest RTT in use to a
@@ -117,11 +128,18 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from geotrain.domain import WAN_STREAMS, CLOUD_ONPREM, Location, SyncSettings, SyncStrategyName
 from geotrain.perf.network import LinkEstimate
+from geotrain.perf.nic import nccl_streams
 from geotrain.perf.workloads import Workload
+
+# DDP (torch.nn.parallel.DistributedDataParallel): gradients are all-reduced in buckets of
+# ``bucket_cap_mb`` = 25 MiB (its default) as the backward pass fills them
+DDP_BUCKET_BYTES = 25 * 2**20
+GRADIENT_BYTES = 4  # bytes per gradient in a bucket (fp32 parameters; the wire precision is cast in a hook)
+BACKWARD_SHARE = 2 / 3  # of a training step: the backward pass costs about twice the forward
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,6 +152,7 @@ class PeerGroup:
     samples_per_step: int  # one node's micro-batch (all its accelerators)
     goodput: float = 1.0  # the share of its time a node trains (expected interruptions left out)
     vcpus: float = 0.0  # the node's virtual CPUs (hivemind's host factor; 0 = unknown)
+    nic_gbps: float | None = None  # the machine's sustained NIC figure (geotrain.perf.nic; None: no cap)
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,17 +179,30 @@ class SyncCost:
 
 
 class Topology:
-    """Groups plus the links between them (``link(i, i)`` is the link inside group i)."""
+    """Groups plus the links between them (``link(i, i)`` is the link inside group i). ``nccl``: the
+    collectives run on NCCL over the machines' networks (GPUs in the clouds); otherwise (gloo on
+    the local provider, the calibration's runs) a ring hop is one stream, as the link says."""
 
     def __init__(self, groups: Sequence[PeerGroup], link: Callable[[Location, Location], LinkEstimate],
-                 uplink_gbps: Callable[[str], float | None]) -> None:
+                 uplink_gbps: Callable[[str], float | None], *, nccl: bool = False) -> None:
         self.groups = tuple(groups)
         self._link = link
         self._uplink = uplink_gbps
+        self.nccl = nccl
         self.nodes = sum(g.count for g in self.groups)
 
     def link(self, i: int, j: int) -> LinkEstimate:
         return self._link(self.groups[i].location, self.groups[j].location)
+
+    def collective(self, i: int, j: int) -> LinkEstimate:
+        """The link a ring hop or broadcast between a node of i and one of j uses: inside one cloud
+        region with ``nccl``, NCCL's socket streams over the link, at most either machine's NIC
+        (``nccl_link``); otherwise the single-stream link."""
+        a, b = self.groups[i], self.groups[j]
+        link = self.link(i, j)
+        if not self.nccl or a.location.region_scope != b.location.region_scope or a.location.cloud == CLOUD_ONPREM:
+            return link
+        return nccl_link(link, a.location.cloud, a.nic_gbps, b.nic_gbps)
 
     def cap_gbps(self, i: int) -> float:
         """A node's own single-stream egress cap: its same-location link."""
@@ -245,6 +277,32 @@ class HivemindFit:
 def share(n: int) -> float:
     """v(n) = 2(n−1)/n: the share of the parameters each node sends in an all-reduce."""
     return 2 * (n - 1) / n
+
+
+def nccl_link(link: LinkEstimate, cloud: str, *nics: float | None) -> LinkEstimate:
+    """``link`` as NCCL's socket transport uses it between two machines of one region:
+    ``min(S_cloud · bw, agg, nic_a, nic_b)`` (:mod:`geotrain.perf.nic`)."""
+    streams = nccl_streams(cloud)
+    gbps = link.streams_gbps(streams)
+    nic = min((n for n in nics if n), default=None)
+    capped = nic is not None and nic < gbps
+    if capped:
+        gbps = nic
+    if gbps == link.bandwidth_gbps and streams == 1:
+        return link
+    return replace(link, bandwidth_gbps=gbps, streams=streams, nic_capped=capped)
+
+
+def ddp_bucket_share(parameters: int) -> float:
+    """b: the share of the gradients in DDP's last bucket (``DDP_BUCKET_BYTES`` of fp32 gradients),
+    whose all-reduce cannot start before the backward pass ends."""
+    return min(1.0, DDP_BUCKET_BYTES / (GRADIENT_BYTES * max(parameters, 1)))
+
+
+def ddp_step_s(compute_s: float, comm_s: float, bucket_share: float) -> float:
+    """One DDP step: ``max(τ + b·T, (1 − β)·τ + T)``; the all-reduce overlaps the backward pass
+    (``β`` of the step), all but the last bucket."""
+    return max(compute_s + bucket_share * comm_s, (1 - BACKWARD_SHARE) * compute_s + comm_s)
 
 
 def seconds(payload_bytes: float, gbps: float) -> float:
@@ -413,11 +471,12 @@ def _ring_allreduce(topo: Topology, members: Sequence[int], payload: float) -> t
         return 0.0, {}, None
     n = sum(hops.values())
     pairs = [(i, j) for i in members for j in members if i <= j and (i != j or topo.groups[i].count > 1)]
-    slowest = max(pairs, key=lambda p: ring_pair_s(payload, n, topo.link(*p)))
-    t = ring_pair_s(payload, n, topo.link(*slowest))
+    slowest = max(pairs, key=lambda p: ring_pair_s(payload, n, topo.collective(*p)))
+    link = topo.collective(*slowest)
+    t = ring_pair_s(payload, n, link)
     amount = share(n) * payload
     sent = {hop: count * amount for hop, count in hops.items()}
-    return t, sent, Bottleneck("link", t, slowest, topo.link(*slowest))
+    return t, sent, Bottleneck("link", t, slowest, link)
 
 
 @dataclass(frozen=True, slots=True)
@@ -431,14 +490,15 @@ class AllReduce:
     def cost(self, topo: Topology, payload: float, workload: Workload) -> SyncCost:
         calc = max(g.samples_per_step / g.samples_per_s for g in topo.groups)
         samples = sum(g.count * g.samples_per_step for g in topo.groups)
-        comm, sent, bound = _ring_allreduce(topo, range(len(topo.groups)), payload)
-        step = calc + comm
+        ring, sent, bound = _ring_allreduce(topo, range(len(topo.groups)), payload)
+        step = ddp_step_s(calc, ring, ddp_bucket_share(workload.parameters))
         n = topo.nodes
+        exposed = step - calc  # what the backward pass does not hide
         return SyncCost(
             samples_per_s=samples / step, time_per_round_s=step, samples_per_round=samples,
-            compute_s=calc, comm_s=comm, bytes_per_peer_per_round=share(n) * payload if n > 1 else 0.0,
+            compute_s=calc, comm_s=exposed, bytes_per_peer_per_round=share(n) * payload if n > 1 else 0.0,
             bytes_per_s={k: v / step for k, v in sent.items()},
-            bottleneck=bound if bound and comm > 0 else Bottleneck("compute", calc),
+            bottleneck=bound if bound and exposed > 0 else Bottleneck("compute", calc),
             good_samples_per_s=sum(g.count * g.samples_per_step * g.goodput for g in topo.groups) / step,
         )
 
@@ -487,7 +547,7 @@ def _averaging_cost(topo: Topology, payload: float, H: int, overlapped: bool) ->
         for i in members:
             receivers = topo.groups[i].count - (1 if i == leader else 0)
             if receivers:
-                broadcast = max(broadcast, seconds(payload, topo.link(leader, i).bandwidth_gbps))
+                broadcast = max(broadcast, seconds(payload, topo.collective(leader, i).bandwidth_gbps))
                 sent[(leader, i)] += receivers * payload
     if overlapped and wan <= local:  # the average hides behind the next K steps
         bound = steps[slowest_region][2]

@@ -23,8 +23,8 @@ from geotrain.domain import CLOUD_ONPREM, Location, SyncStrategyName
 from geotrain.perf.network import NetworkModel
 from geotrain.perf.workloads import Workload
 from geotrain.perf.strategies import (
-    HivemindFit, asgd_push_s, butterfly_pair_s, hivemind_node_egress_s, hivemind_overhead_s, hivemind_pair_s,
-    hivemind_site_s, ring_pair_s, seconds,
+    BACKWARD_SHARE, HivemindFit, asgd_push_s, butterfly_pair_s, ddp_bucket_share, ddp_step_s, hivemind_node_egress_s,
+    hivemind_overhead_s, hivemind_pair_s, hivemind_site_s, nccl_link, ring_pair_s, seconds,
 )
 from geotrain.pricing.egress import EgressPrices
 
@@ -46,10 +46,18 @@ class PerfOracle:
     local_steps: int  # local-sgd: H; ma: K
     accumulation_steps: int
     uplinks: dict[str, float] | None = None  # on-prem site -> uplink Gbit/s
+    # the collectives on NCCL (GPUs in the clouds, not the local host): inside a region a place's rings
+    # run over ``nccl_link`` with the fastest NIC among the place's candidates (None: one has no figure)
+    nccl: bool = False
+    place_nic_gbps: dict[str, float | None] | None = None
 
     def __post_init__(self) -> None:
         SyncStrategyName(self.strategy)
         self.efficiency = self.fit.efficiency_of(self.workload)
+        # allreduce: b, DDP's last bucket's share of the gradients (geotrain.perf.strategies.ddp_step_s)
+        self.bucket_share = ddp_bucket_share(self.workload.parameters)
+        self.backward_share = BACKWARD_SHARE
+        self._collectives: dict[tuple[str, str], object] = {}
         self._tables: dict[tuple, list[float]] = {}
         self._links: dict[tuple, object] = {}
         self._prices: dict[tuple, float] = {}
@@ -72,6 +80,22 @@ class PerfOracle:
             found = self._links[key] = self.network.link(self.places[a], self.places[b])
         return found
 
+    def _collective(self, a: str, b: str):  # noqa: ANN202
+        """The link a ring hop or broadcast between places a and b uses (the perf model's
+        ``Topology.collective``), with each place's fastest NIC: at least as fast as any mix's."""
+        found = self._collectives.get((a, b))
+        if found is None:
+            link, la, lb = self._link(a, b), self.places[a], self.places[b]
+            if self.nccl and la.region_scope == lb.region_scope and la.cloud != CLOUD_ONPREM:
+                nics = self.place_nic_gbps or {}
+                link = nccl_link(link, la.cloud, nics.get(a), nics.get(b))
+            found = self._collectives[(a, b)] = link
+        return found
+
+    def step_s(self, compute_s: float, ring_s: float) -> float:
+        """allreduce: one DDP step (``geotrain.perf.strategies.ddp_step_s``)."""
+        return ddp_step_s(compute_s, ring_s, self.bucket_share)
+
     def overhead_s(self, k: int) -> float:
         if self.strategy != SyncStrategyName.HIVEMIND or k < 2:
             return 0.0
@@ -82,15 +106,18 @@ class PerfOracle:
         of k nodes over the place's own link."""
         if k < 2:
             return 0.0
-        link = self._link(place, place)
         w = self.payload_bytes
         if self.strategy == SyncStrategyName.HIVEMIND:
-            return hivemind_node_egress_s(w, k, link.bandwidth_gbps)
-        return ring_pair_s(w, k, link)
+            return hivemind_node_egress_s(w, k, self._link(place, place).bandwidth_gbps)
+        return ring_pair_s(w, k, self._collective(place, place))
+
+    def _pair_link(self, a: str, b: str):  # noqa: ANN202
+        """allreduce's ring hops run on NCCL (the collective link); the others' pairs are WAN transports."""
+        return self._collective(a, b) if self.strategy == SyncStrategyName.ALLREDUCE else self._link(a, b)
 
     def pair_s(self, a: str, b: str, k: int) -> float:
         site = CLOUD_ONPREM in (self.places[a].cloud, self.places[b].cloud)
-        return self._pair_terms(self._link(a, b), max(k, 2), site)
+        return self._pair_terms(self._pair_link(a, b), max(k, 2), site)
 
     def _pair_terms(self, link, n, site: bool):  # noqa: ANN001, ANN202 - n: a count, or an array of counts
         """The pair term at ``n`` nodes (the formulas are arithmetic: an array of counts gives an array)."""
@@ -104,12 +131,12 @@ class PerfOracle:
         return asgd_push_s(w, link) + 0 * n
 
     def broadcast_s(self, place: str) -> float:
-        return seconds(self.payload_bytes, self._link(place, place).bandwidth_gbps)
+        return seconds(self.payload_bytes, self._collective(place, place).bandwidth_gbps)
 
     def pair_table(self, a: str, b: str, ks: range) -> list[float]:
         """``pair_s`` for every k at once (the solver asks for whole tables); pairs over links with the
         same figures share one table."""
-        link = self._link(a, b)
+        link = self._pair_link(a, b)
         site = CLOUD_ONPREM in (self.places[a].cloud, self.places[b].cloud)
         key = (link.bandwidth_gbps, link.rtt_ms, link.aggregate_gbps, site, ks.start, ks.stop)
         table = self._tables.get(key)

@@ -219,10 +219,16 @@ def build_context(job: JobSpec, snapshot: PriceSnapshot, *, inventory: Inventory
         data=data, keep=options.keep, blocked=options.blocked,
         default_rate=options.unknown_interruptions_per_hour, capacity_of=capacity_of,
     )
-    places = {}
+    places: dict[str, Location] = {}
+    nics: dict[str, float | None] = {}  # the fastest NIC of a place's candidates; None: one has no figure
     for offer in cands.offers.values():
         loc = offer.location
         places.setdefault(loc.zone_scope, loc)
+        nic, key = perf.nic_gbps(offer), loc.zone_scope
+        if key not in nics:
+            nics[key] = nic
+        elif nics[key] is not None:
+            nics[key] = None if nic is None else max(nics[key], nic)
     sync = job.sync
     oracle = PerfOracle(
         strategy=sync.strategy.value, places=places, network=perf.network, egress=perf.egress,
@@ -231,6 +237,7 @@ def build_context(job: JobSpec, snapshot: PriceSnapshot, *, inventory: Inventory
         local_steps=sync.averaging_pushes if sync.strategy is SyncStrategyName.MA else sync.local_steps,
         accumulation_steps=sync.accumulation_steps,
         uplinks={s.site: s.uplink_gbps for s in inventory.sites} if inventory else None,
+        nccl=perf.nccl, place_nic_gbps=nics,
     )
     limits = limits_of(job, node_cap)
     if confidence is not None:

@@ -94,6 +94,12 @@ class CommOracle(Protocol):
     local_steps: int  # local-sgd: H; ma: K (its averaging pushes, one per step)
     accumulation_steps: int  # asgd-ga: A
     payload_bytes: float  # W: one copy of the parameters on the wire
+    # allreduce: a step overlaps its ring with the backward pass (``β`` of the step) but for the last
+    # bucket (``b`` of the gradients): ``step_s(τ, T) = max(τ + b·T, (1 − β)·τ + T)``
+    bucket_share: float
+    backward_share: float
+
+    def step_s(self, compute_s: float, ring_s: float) -> float: ...
 
     def overhead_s(self, k: int) -> float: ...
 

@@ -126,7 +126,7 @@ def throughput(problem: Problem, x: Sequence[int]) -> float:
         s = oracle.samples_per_round
         return s / (s / (oracle.efficiency * inside) + comm)
     if oracle.strategy == "allreduce":
-        return _good_samples(problem, x) / (_step(problem, x) + _ring_term(problem, x, k))
+        return _good_samples(problem, x) / oracle.step_s(_step(problem, x), _ring_term(problem, x, k))
     return oracle.local_steps * _good_samples(problem, x) / local_sgd_round(problem, x)
 
 

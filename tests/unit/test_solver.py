@@ -31,6 +31,11 @@ class FakeOracle:
     between: dict = field(default_factory=dict)  # (a, b) -> (seconds, per-node seconds)
     price: dict = field(default_factory=dict)  # (a, b) -> $/byte
     cross_zone_price: float = 1e-11  # $/byte between zones of one region
+    bucket_share: float = 1.0  # allreduce: no overlap (a step is τ + T)
+    backward_share: float = 0.0
+
+    def step_s(self, compute_s: float, ring_s: float) -> float:
+        return max(compute_s + self.bucket_share * ring_s, (1 - self.backward_share) * compute_s + ring_s)
 
     def overhead_s(self, k: int) -> float:
         return 0.5 + 0.1 * k

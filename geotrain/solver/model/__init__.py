@@ -50,9 +50,10 @@ model's per-region aggregate term (all streams of a VM or site to another region
 aggregate cap) has no row, which only under-states T.
 
 *allreduce* — ``G = Σ_i m_i g_i x_i``, ``τ`` the slowest step in use (one-hot levels), ``T ≥`` every
-active ``ρ_p(k)`` and ``π_{pp'}(k)``::
+active ``ρ_p(k)`` and ``π_{pp'}(k)``; DDP overlaps the ring with the backward pass (``β`` of a step)
+but for its last bucket (``b`` of the gradients), so a step is ``max(τ + b·T, (1 − β)·τ + T)``::
 
-    G ≥ t·(τ + T),   T ≥ min_p min_{k ≥ n_min} ρ_p(k)
+    G ≥ t·(τ + b·T),   G ≥ t·((1 − β)·τ + T),   T ≥ min_p min_{k ≥ n_min} ρ_p(k)
 
 (the second row: a valid bound the one-hot ``w`` leaves loose, as its LP relaxation prices n nodes by
 a blend of 1 and N nodes; a place in use has its term at the mix's own count, n ≥ n_min).

@@ -357,7 +357,7 @@ class Builder:
 
     def fewest_nodes(self) -> int:
         """n_min: no mix of fewer nodes trains ``t`` samples/s, even at its nodes' full speed: every
-        strategy's throughput rows imply ``Σ_i s_i g_i x_i ≥ t`` (allreduce: ``t ≤ G/(τ + T) ≤ G/τ ≤
+        strategy's throughput rows imply ``Σ_i s_i g_i x_i ≥ t`` (allreduce: ``t ≤ G/(τ + b·T) ≤ G/τ ≤
         Σ s_i g_i x_i``, as ``τ ≥ m_i/s_i``; local-sgd, ma likewise with ``T_loc ≥ τ``; hivemind: ``e·R ≥
         t`` with ``e ≤ 1``; asgd-ga: ``Σ X_r ≥ t``, ``X_r ≤ Σ_{i∈r} s_i g_i x_i``). N + 1 where no mix can."""
         rates = sorted((c.rate * c.goodput for c in self.cands for _ in range(min(c.capacity, self.N))),
@@ -391,8 +391,11 @@ class Builder:
                         default=0.0)
             if least > 0:
                 self.row([(T, 1.0)], lb=least)
-        # G − t·τ − t·T ≥ 0
-        self.row(self._good_samples() + [(v, -t * c) for v, c in tau] + [(T, -t)], lb=0)
+        # DDP's step: G − t·(τ + b·T) ≥ 0 and G − t·((1 − β)·τ + T) ≥ 0
+        b, beta = o.bucket_share, o.backward_share
+        self.row(self._good_samples() + [(v, -t * c) for v, c in tau] + [(T, -t * b)], lb=0)
+        if b < 1:
+            self.row(self._good_samples() + [(v, -t * (1 - beta) * c) for v, c in tau] + [(T, -t)], lb=0)
         m_max = self.p.max_samples_per_step
         volume = {k: 3600 * t * share(k) * o.payload_bytes / (k * m_max) for k in tb.ks}
         self._cheapest_hop(volume, "place")
