@@ -220,7 +220,7 @@ def build_context(job: JobSpec, snapshot: PriceSnapshot, *, inventory: Inventory
         default_rate=options.unknown_interruptions_per_hour, capacity_of=capacity_of,
     )
     places: dict[str, Location] = {}
-    nics: dict[str, float | None] = {}  # the fastest NIC of a place's candidates; None: one has no figure
+    nics: dict[str, float | None] = {}  # the fastest NIC of a place's (then its region's) candidates; None: one has no figure
     for offer in cands.offers.values():
         loc = offer.location
         places.setdefault(loc.zone_scope, loc)
@@ -229,6 +229,12 @@ def build_context(job: JobSpec, snapshot: PriceSnapshot, *, inventory: Inventory
             nics[key] = nic
         elif nics[key] is not None:
             nics[key] = None if nic is None else max(nics[key], nic)
+    # a region's rings and broadcasts are priced at its lead place: each place gets its region's fastest NIC
+    best: dict[str, float | None] = {}
+    for key, loc in places.items():
+        region, nic = loc.region_scope, nics[key]
+        best[region] = None if nic is None or (region in best and best[region] is None) else max(nic, best.get(region) or 0.0)
+    nics = {key: best[loc.region_scope] for key, loc in places.items()}
     sync = job.sync
     oracle = PerfOracle(
         strategy=sync.strategy.value, places=places, network=perf.network, egress=perf.egress,
