@@ -50,6 +50,8 @@ class PerfOracle:
     # run over ``nccl_link`` with the fastest NIC among the place's candidates (None: one has no figure)
     nccl: bool = False
     place_nic_gbps: dict[str, float | None] | None = None
+    # the slowest NIC among a place's region's candidates (None: no figure for any): bounds a ring from above
+    place_nic_floor_gbps: dict[str, float | None] | None = None
 
     def __post_init__(self) -> None:
         SyncStrategyName(self.strategy)
@@ -80,16 +82,17 @@ class PerfOracle:
             found = self._links[key] = self.network.link(self.places[a], self.places[b])
         return found
 
-    def _collective(self, a: str, b: str):  # noqa: ANN202
+    def _collective(self, a: str, b: str, floor: bool = False):  # noqa: ANN202
         """The link a ring hop or broadcast between places a and b uses (the perf model's
-        ``Topology.collective``), with each place's fastest NIC: at least as fast as any mix's."""
-        found = self._collectives.get((a, b))
+        ``Topology.collective``), with each place's fastest NIC: at least as fast as any mix's (with
+        ``floor``, its slowest: at most as fast as any mix's)."""
+        found = self._collectives.get((a, b, floor))
         if found is None:
             link, la, lb = self._link(a, b), self.places[a], self.places[b]
             if self.nccl and la.region_scope == lb.region_scope and la.cloud != CLOUD_ONPREM:
-                nics = self.place_nic_gbps or {}
+                nics = (self.place_nic_floor_gbps if floor else self.place_nic_gbps) or {}
                 link = nccl_link(link, la.cloud, nics.get(a), nics.get(b))
-            found = self._collectives[(a, b)] = link
+            found = self._collectives[(a, b, floor)] = link
         return found
 
     def step_s(self, compute_s: float, ring_s: float) -> float:
@@ -110,6 +113,13 @@ class PerfOracle:
         if self.strategy == SyncStrategyName.HIVEMIND:
             return hivemind_node_egress_s(w, k, self._link(place, place).bandwidth_gbps)
         return ring_pair_s(w, k, self._collective(place, place))
+
+    def slowest_place_s(self, place: str, k: int) -> float:
+        """A ring of k nodes at ``place`` on its slowest NIC: at least any mix's ring there (bounds a
+        cycle from above, where ``place_s`` bounds it from below)."""
+        if k < 2 or self.strategy == SyncStrategyName.HIVEMIND:
+            return self.place_s(place, k)
+        return ring_pair_s(self.payload_bytes, k, self._collective(place, place, floor=True))
 
     def _pair_link(self, a: str, b: str):  # noqa: ANN202
         """allreduce's ring hops run on NCCL (the collective link); the others' pairs are WAN transports."""

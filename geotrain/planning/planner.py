@@ -231,10 +231,16 @@ def build_context(job: JobSpec, snapshot: PriceSnapshot, *, inventory: Inventory
             nics[key] = None if nic is None else max(nics[key], nic)
     # a region's rings and broadcasts are priced at its lead place: each place gets its region's fastest NIC
     best: dict[str, float | None] = {}
+    floor: dict[str, float | None] = {}  # the slowest NIC with a figure (one without is not capped)
+    for offer in cands.offers.values():
+        region, nic = offer.location.region_scope, perf.nic_gbps(offer)
+        if nic is not None:
+            floor[region] = min(nic, floor.get(region) or nic)
     for key, loc in places.items():
         region, nic = loc.region_scope, nics[key]
         best[region] = None if nic is None or (region in best and best[region] is None) else max(nic, best.get(region) or 0.0)
     nics = {key: best[loc.region_scope] for key, loc in places.items()}
+    floors = {key: floor.get(loc.region_scope) for key, loc in places.items()}
     sync = job.sync
     oracle = PerfOracle(
         strategy=sync.strategy.value, places=places, network=perf.network, egress=perf.egress,
@@ -243,7 +249,7 @@ def build_context(job: JobSpec, snapshot: PriceSnapshot, *, inventory: Inventory
         local_steps=sync.averaging_pushes if sync.strategy is SyncStrategyName.MA else sync.local_steps,
         accumulation_steps=sync.accumulation_steps,
         uplinks={s.site: s.uplink_gbps for s in inventory.sites} if inventory else None,
-        nccl=perf.nccl, place_nic_gbps=nics,
+        nccl=perf.nccl, place_nic_gbps=nics, place_nic_floor_gbps=floors,
     )
     limits = limits_of(job, node_cap)
     if confidence is not None:

@@ -84,7 +84,8 @@ class CommOracle(Protocol):
     """Communication terms of one strategy, in seconds per round, for ``k`` nodes in total.
 
     ``place_s(p, k)``: the term inside place p (hivemind: a node's own egress or a pair inside p;
-    the others: a ring over k nodes on p's own link). ``pair_s(a, b, k)``: between places a and b
+    the others: a ring over k nodes on p's own link; ``slowest_place_s``: that ring on the slowest machine
+p may have, an upper bound where ``place_s`` is a lower one). ``pair_s(a, b, k)``: between places a and b
     (hivemind and allreduce: k nodes in all; local-sgd and ma: a ring of k region leaders; asgd-ga: one
     push, k unused). ``broadcast_s(p)``: one copy of the parameters over p's own link."""
 
@@ -104,6 +105,8 @@ class CommOracle(Protocol):
     def overhead_s(self, k: int) -> float: ...
 
     def place_s(self, place: str, k: int) -> float: ...
+
+    def slowest_place_s(self, place: str, k: int) -> float: ...
 
     def pair_s(self, a: str, b: str, k: int) -> float: ...
 

@@ -169,7 +169,7 @@ def asgd_cycle_bound_s(problem: Problem, place: str, home: str) -> float:
     the slowest candidate with an all-reduce over every node the problem allows."""
     oracle = problem.oracle
     slowest = max(c.samples_per_step / c.rate for c in problem.candidates)
-    ring = oracle.place_s(place, problem.node_cap) if problem.node_cap > 1 else 0.0
+    ring = oracle.slowest_place_s(place, problem.node_cap) if problem.node_cap > 1 else 0.0
     return max(oracle.accumulation_steps * (slowest + ring), oracle.pair_s(place, home, 0))
 
 

@@ -98,6 +98,7 @@ def test_the_solver_takes_each_candidates_step_efficiency_and_bounds_the_host_by
 
         def overhead_s(self, k): return 2.0
         def place_s(self, p, k): return 0.0
+        def slowest_place_s(self, p, k): return 0.0
         def pair_s(self, a, b, k): return 0.0
         def broadcast_s(self, p): return 0.0
         def site_s(self, s, m, k): return None

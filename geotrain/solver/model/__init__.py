@@ -55,8 +55,10 @@ but for its last bucket (``b`` of the gradients), so a step is ``max(τ + b·T, 
 
     G ≥ t·(τ + b·T),   G ≥ t·((1 − β)·τ + T),   T ≥ min_p min_{k ≥ n_min} ρ_p(k)
 
-(the second row: a valid bound the one-hot ``w`` leaves loose, as its LP relaxation prices n nodes by
-a blend of 1 and N nodes; a place in use has its term at the mix's own count, n ≥ n_min).
+(the third row: a valid bound the one-hot ``w`` leaves loose, as its LP relaxation prices n nodes by
+a blend of 1 and N nodes; a place in use has its term at the mix's own count, n ≥ n_min). Where
+``β·τ ≤ (1 − b)·T`` for every level of ``τ`` and every ``T`` from that least term up (or ``≥`` for every
+``τ`` and ``T`` up to its largest term), the first (the second) row says nothing more and is left out.
 
 *local-sgd* — per round: H steps, each the slowest node's step or, in a region of ``n_r ≥ 2`` nodes,
 ``τ_min`` plus its all-reduce ``ρ_r(n_r)``; then the leaders' ring ``π_{rr'}(R)`` over the R regions
@@ -97,7 +99,8 @@ and, before those rows exist, the cheapest ``c_{pp'}`` once two places are used.
 *local-sgd*: the same shape with ``W`` per hop (``v ≥ 1``): hops between zones of one region every
 step, hops between the leaders' regions every H steps.
 *asgd-ga*: a region pushes W and pulls W at most once per its longest cycle
-``Γ_{rh} = max(A·(max_i m_i/s_i + ρ_r(N)), π_{rh})``:
+``Γ_{rh} = max(A·(max_i m_i/s_i + ρ̄_r(N)), π_{rh})`` (``ρ̄``: the ring on the region's slowest NIC,
+so ``Γ`` is at least any mix's cycle):
 ``E_r ≥ 3600·W·(c_{rh} + c_{hr})/Γ_{rh} − M(2 − Y_r − h_h)``.
 
 Objective

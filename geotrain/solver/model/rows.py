@@ -386,15 +386,22 @@ class Builder:
         # every mix that reaches t has at least n_min nodes, so T is at least the smallest in-place term at
         # n_min or more nodes (a term of any place in use at the mix's own count is at least that): a valid
         # row the one-hot w leaves loose (its LP prices n nodes by a blend of 1 and N nodes)
+        least = 0.0
         if 2 <= self.fewest <= self.N:
             least = min((min(table[k] for k in range(self.fewest, self.N + 1)) for _, table in tb.place_groups),
                         default=0.0)
             if least > 0:
                 self.row([(T, 1.0)], lb=least)
-        # DDP's step: G − t·(τ + b·T) ≥ 0 and G − t·((1 − β)·τ + T) ≥ 0
+        # DDP's step: G − t·(τ + b·T) ≥ 0 and G − t·((1 − β)·τ + T) ≥ 0. Where the bounds of τ (its levels)
+        # and of T (least, the largest term) settle which of the two binds (β·τ ≥ (1 − b)·T or ≤ for every
+        # τ and T), the other is left out: it says nothing more, and the LP is smaller
         b, beta = o.bucket_share, o.backward_share
-        self.row(self._good_samples() + [(v, -t * c) for v, c in tau] + [(T, -t * b)], lb=0)
-        if b < 1:
+        levels = [c for _, c in tau]
+        overlap_binds = b < 1 and beta * max(levels) <= (1 - b) * least
+        last_bucket_binds = not overlap_binds and (b >= 1 or beta * min(levels) >= (1 - b) * T.ub())
+        if not overlap_binds:
+            self.row(self._good_samples() + [(v, -t * c) for v, c in tau] + [(T, -t * b)], lb=0)
+        if not last_bucket_binds:
             self.row(self._good_samples() + [(v, -t * (1 - beta) * c) for v, c in tau] + [(T, -t)], lb=0)
         m_max = self.p.max_samples_per_step
         volume = {k: 3600 * t * share(k) * o.payload_bytes / (k * m_max) for k in tb.ks}
