@@ -59,6 +59,8 @@ class Builder:
         self.row([(self.total, 1.0)] + [(x, -1.0) for x in self.x], 0, 0)
         self.row([(self.total, 1.0)] + [(w, -k) for k, w in self.w.items()], 0, 0)
         self.fewest = self.fewest_nodes()
+        if self.o.strategy == "allreduce":
+            self.fewest, self.node_rates = self._allreduce_fewest()
         below = [w for k, w in self.w.items() if k < self.fewest]
         if below:  # no mix of fewer nodes reaches t (``fewest_nodes``)
             self.row([(w, 1.0) for w in below], ub=0)
@@ -355,12 +357,38 @@ class Builder:
                      + [(ind, -big) for ind in indicators], lb=-big * n_on)
         return var
 
-    def fewest_nodes(self) -> int:
+    def _allreduce_node_rates(self, fewest: int) -> list[float]:
+        """allreduce: r_i, the most samples/s a node of candidate i adds to a mix of at least ``fewest``
+        nodes. Each step of such a mix is at least ``d_i = step(m_i/s_i, L_p)``, with ``L_p = min_{k ≥
+        fewest} ρ_p(k)`` the least ring of i's place p (T is at least p's term at the mix's count), so
+        ``t ≤ G/step ≤ Σ_i m_i g_i x_i / d_i = Σ_i r_i x_i``."""
+        least: dict[str, float] = {}
+        if 2 <= fewest <= self.N:
+            for members, table in self.tb.place_groups:
+                low = min(table[k] for k in range(fewest, self.N + 1))
+                least.update((p, low) for p in members)
+        return [c.samples_per_step * c.goodput / self.o.step_s(c.samples_per_step / c.rate, least.get(c.zone, 0.0))
+                for c in self.cands]
+
+    def _allreduce_fewest(self) -> tuple[int, list[float]]:
+        """n_min and r_i tightened together: the fewest nodes at the rates r_i of mixes of n_min nodes
+        (every mix that reaches t has at least as many; a larger n_min gives smaller r_i)."""
+        fewest = self.fewest
+        rates = self._allreduce_node_rates(fewest)
+        for _ in range(3):
+            more = self.fewest_nodes(rates)
+            if more <= fewest or more > self.N:
+                return max(more, fewest), rates
+            fewest, rates = more, self._allreduce_node_rates(more)
+        return fewest, rates
+
+    def fewest_nodes(self, node_rates: list[float] | None = None) -> int:
         """n_min: no mix of fewer nodes trains ``t`` samples/s, even at its nodes' full speed: every
         strategy's throughput rows imply ``Σ_i s_i g_i x_i ≥ t`` (allreduce: ``t ≤ G/(τ + b·T) ≤ G/τ ≤
         Σ s_i g_i x_i``, as ``τ ≥ m_i/s_i``; local-sgd, ma likewise with ``T_loc ≥ τ``; hivemind: ``e·R ≥
         t`` with ``e ≤ 1``; asgd-ga: ``Σ X_r ≥ t``, ``X_r ≤ Σ_{i∈r} s_i g_i x_i``). N + 1 where no mix can."""
-        rates = sorted((c.rate * c.goodput for c in self.cands for _ in range(min(c.capacity, self.N))),
+        each = node_rates if node_rates is not None else [c.rate * c.goodput for c in self.cands]
+        rates = sorted((r for r, c in zip(each, self.cands, strict=True) for _ in range(min(c.capacity, self.N))),
                        reverse=True)
         total = 0.0
         for k, rate in enumerate(rates[:self.N], 1):
@@ -392,6 +420,8 @@ class Builder:
                         default=0.0)
             if least > 0:
                 self.row([(T, 1.0)], lb=least)
+        # no node adds more than r_i (``_allreduce_node_rates``): Σ_i r_i x_i ≥ t
+        self.row([(x, r) for x, r in zip(self.x, self.node_rates, strict=True)], lb=t)
         # DDP's step: G − t·(τ + b·T) ≥ 0 and G − t·((1 − β)·τ + T) ≥ 0. Where the bounds of τ (its levels)
         # and of T (least, the largest term) settle which of the two binds (β·τ ≥ (1 − b)·T or ≤ for every
         # τ and T), the other is left out: it says nothing more, and the LP is smaller
