@@ -420,8 +420,10 @@ class Builder:
                         default=0.0)
             if least > 0:
                 self.row([(T, 1.0)], lb=least)
-        # no node adds more than r_i (``_allreduce_node_rates``): Σ_i r_i x_i ≥ t
-        self.row([(x, r) for x, r in zip(self.x, self.node_rates, strict=True)], lb=t)
+        # no node adds more than r_i (``_allreduce_node_rates``): Σ_i r_i x_i ≥ t, to the tolerance a mix
+        # meets its target by (a tighter right-hand side, a hair above what whole nodes give, made CBC's
+        # presolve call a feasible model infeasible)
+        self.row([(x, r) for x, r in zip(self.x, self.node_rates, strict=True)], lb=t * (1 - 1e-6))
         # DDP's step: G − t·(τ + b·T) ≥ 0 and G − t·((1 − β)·τ + T) ≥ 0. Where the bounds of τ (its levels)
         # and of T (least, the largest term) settle which of the two binds (β·τ ≥ (1 − b)·T or ≤ for every
         # τ and T), the other is left out: it says nothing more, and the LP is smaller
