@@ -35,7 +35,7 @@ from pathlib import Path
 
 from geotrain.domain import Continent, InstanceShape, InterruptionSignal, Location, Market, NodeGroup, Offer
 from geotrain.domain import LinkClass, SyncSettings
-from geotrain.perf import strategies
+from geotrain.perf import strategies, terms
 from geotrain.perf.network import LinkEstimate
 from geotrain.perf.strategies import PeerGroup, Topology
 from geotrain.perf.workloads import Workload
@@ -207,7 +207,7 @@ def _ddp_rate(nodes: int, per_node_samples_s: float, per_node_step: int, paramet
     workload = Workload("held-out", parameters, "cv", per_node_step)
     ring, _, _ = strategies._ring_allreduce(topo, [0], parameters * 4)  # fp32 gradients on the wire
     compute = per_node_step / per_node_samples_s
-    step = strategies.ddp_step_s(compute, ring, strategies.ddp_bucket_share(workload.parameters)) if overlap \
+    step = terms.ddp_step_s(compute, ring, terms.ddp_bucket_share(workload.parameters)) if overlap \
         else compute + ring
     return nodes * per_node_step / step
 

@@ -128,18 +128,15 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
-from geotrain.domain import WAN_STREAMS, CLOUD_ONPREM, Location, SyncSettings, SyncStrategyName
+from geotrain.domain import CLOUD_ONPREM, Location, SyncSettings, SyncStrategyName
 from geotrain.perf.network import LinkEstimate
-from geotrain.perf.nic import nccl_streams
+from geotrain.perf.terms import (
+    asgd_push_s, butterfly_pair_s, ddp_bucket_share, ddp_step_s, hivemind_aggregate_s, hivemind_node_egress_s,
+    hivemind_overhead_s, hivemind_pair_s, hivemind_site_s, nccl_link, ring_pair_s, seconds, share,
+)
 from geotrain.perf.workloads import Workload
-
-# DDP (torch.nn.parallel.DistributedDataParallel): gradients are all-reduced in buckets of
-# ``bucket_cap_mb`` = 25 MiB (its default) as the backward pass fills them
-DDP_BUCKET_BYTES = 25 * 2**20
-GRADIENT_BYTES = 4  # bytes per gradient in a bucket (fp32 parameters; the wire precision is cast in a hook)
-BACKWARD_SHARE = 2 / 3  # of a training step: the backward pass costs about twice the forward
 
 
 @dataclass(frozen=True, slots=True)
@@ -272,77 +269,6 @@ class HivemindFit:
         """r_eff = e_w·q·r: what one node of ``group`` trains inside Hivemind."""
         return self.efficiency_of(workload) * group.samples_per_s * self.step_efficiency(
             workload, group.samples_per_s, group.samples_per_step, group.vcpus)
-
-
-def share(n: int) -> float:
-    """v(n) = 2(n−1)/n: the share of the parameters each node sends in an all-reduce."""
-    return 2 * (n - 1) / n
-
-
-def nccl_link(link: LinkEstimate, cloud: str, *nics: float | None) -> LinkEstimate:
-    """``link`` as NCCL's socket transport uses it between two machines of one region:
-    ``min(S_cloud · bw, agg, nic_a, nic_b)`` (:mod:`geotrain.perf.nic`)."""
-    streams = nccl_streams(cloud)
-    gbps = link.streams_gbps(streams)
-    nic = min((n for n in nics if n), default=None)
-    capped = nic is not None and nic < gbps
-    if capped:
-        gbps = nic
-    if gbps == link.bandwidth_gbps and streams == 1:
-        return link
-    return replace(link, bandwidth_gbps=gbps, streams=streams, nic_capped=capped)
-
-
-def ddp_bucket_share(parameters: int) -> float:
-    """b: the share of the gradients in DDP's last bucket (``DDP_BUCKET_BYTES`` of fp32 gradients),
-    whose all-reduce cannot start before the backward pass ends."""
-    return min(1.0, DDP_BUCKET_BYTES / (GRADIENT_BYTES * max(parameters, 1)))
-
-
-def ddp_step_s(compute_s: float, comm_s: float, bucket_share: float) -> float:
-    """One DDP step: ``max(τ + b·T, (1 − β)·τ + T)``; the all-reduce overlaps the backward pass
-    (``β`` of the step), all but the last bucket."""
-    return max(compute_s + bucket_share * comm_s, (1 - BACKWARD_SHARE) * compute_s + comm_s)
-
-
-def seconds(payload_bytes: float, gbps: float) -> float:
-    return payload_bytes * 8 / (gbps * 1e9)
-
-
-# The terms of a round, shared with the planner's linear model (geotrain.planning): one formula, two users.
-
-def hivemind_overhead_s(fit: HivemindFit, n: int, parameters: int, host: float = 1.0) -> float:
-    """h·(f0 + β·n + γ·(P/1e9)); ``host`` = h of the slowest node (1: the fastest host, a lower bound)."""
-    return host * (fit.round_floor_s + fit.per_peer_s * n + fit.per_gparam_s * parameters / 1e9)
-
-
-def hivemind_pair_s(payload: float, n: int, link: LinkEstimate) -> float:
-    return seconds(2 * payload / n, link.bandwidth_gbps) + 2 * link.rtt_ms / 1e3
-
-
-def hivemind_node_egress_s(payload: float, n: int, cap_gbps: float) -> float:
-    return seconds((n - 1) * 2 * payload / n, cap_gbps)
-
-
-def hivemind_site_s(payload: float, n: int, inside: int, uplink_gbps: float) -> float:
-    return seconds(inside * (n - inside) * 2 * payload / n, uplink_gbps)
-
-
-def hivemind_aggregate_s(payload: float, n: int, senders: int, receivers: int, aggregate_gbps: float) -> float:
-    """One sender (a VM, or an on-prem site of ``senders`` machines) sends ``2W/n`` to each of
-    ``receivers`` nodes in another region, all through one aggregate cap."""
-    return seconds(senders * receivers * 2 * payload / n, aggregate_gbps)
-
-
-def ring_pair_s(payload: float, n: int, link: LinkEstimate) -> float:
-    return seconds(share(n) * payload, link.bandwidth_gbps) + (n - 1) * link.rtt_ms / 1e3
-
-
-def butterfly_pair_s(payload: float, n: int, link: LinkEstimate, *, site: bool = False) -> float:
-    """One pair of an all-reduce of ``n`` members over the runtime's WAN transport: ``2W/n`` each
-    way over the pair's ``WAN_STREAMS`` streams (``site``: one end is an on-prem site, whose path
-    they share), and one round trip (the two exchanges' one-way trips)."""
-    return seconds(2 * payload / n, link.streams_gbps(WAN_STREAMS, site=site)) + link.rtt_ms / 1e3
 
 
 @dataclass(frozen=True, slots=True)
@@ -591,12 +517,6 @@ class ModelAveraging:
 
     def cost(self, topo: Topology, payload: float, workload: Workload) -> SyncCost:
         return _averaging_cost(topo, payload, self.averaging_pushes, overlapped=True)
-
-
-def asgd_push_s(payload: float, link: LinkEstimate, *, site: bool = False) -> float:
-    """Push accumulated gradients and pull parameters back: 2W over the link's ``WAN_STREAMS``
-    streams (``site``: one end is an on-prem site, whose path they share), plus a round trip."""
-    return seconds(2 * payload, link.streams_gbps(WAN_STREAMS, site=site)) + link.rtt_ms / 1e3
 
 
 @dataclass(frozen=True, slots=True)

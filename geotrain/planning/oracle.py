@@ -22,8 +22,9 @@ import numpy as np
 from geotrain.domain import CLOUD_ONPREM, Location, SyncStrategyName
 from geotrain.perf.network import NetworkModel
 from geotrain.perf.workloads import Workload
-from geotrain.perf.strategies import (
-    BACKWARD_SHARE, HivemindFit, asgd_push_s, butterfly_pair_s, ddp_bucket_share, ddp_step_s, hivemind_node_egress_s,
+from geotrain.perf.strategies import HivemindFit
+from geotrain.perf.terms import (
+    BACKWARD_SHARE, asgd_push_s, butterfly_pair_s, ddp_bucket_share, ddp_step_s, hivemind_node_egress_s,
     hivemind_overhead_s, hivemind_pair_s, hivemind_site_s, nccl_link, ring_pair_s, seconds,
 )
 from geotrain.pricing.egress import EgressPrices
@@ -56,7 +57,7 @@ class PerfOracle:
     def __post_init__(self) -> None:
         SyncStrategyName(self.strategy)
         self.efficiency = self.fit.efficiency_of(self.workload)
-        # allreduce: b, DDP's last bucket's share of the gradients (geotrain.perf.strategies.ddp_step_s)
+        # allreduce: b, DDP's last bucket's share of the gradients (geotrain.perf.terms.ddp_step_s)
         self.bucket_share = ddp_bucket_share(self.workload.parameters)
         self.backward_share = BACKWARD_SHARE
         self._collectives: dict[tuple[str, str], object] = {}
@@ -96,7 +97,7 @@ class PerfOracle:
         return found
 
     def step_s(self, compute_s: float, ring_s: float) -> float:
-        """allreduce: one DDP step (``geotrain.perf.strategies.ddp_step_s``)."""
+        """allreduce: one DDP step (``geotrain.perf.terms.ddp_step_s``)."""
         return ddp_step_s(compute_s, ring_s, self.bucket_share)
 
     def overhead_s(self, k: int) -> float:

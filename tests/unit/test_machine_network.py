@@ -17,7 +17,7 @@ from geotrain.domain import NodeGroup, SyncSettings
 from geotrain.perf.data import data_text
 from geotrain.perf.model import PerfModel
 from geotrain.perf.nic import MachineNetworks, nccl_streams
-from geotrain.perf.strategies import BACKWARD_SHARE, ddp_bucket_share, ddp_step_s
+from geotrain.perf.terms import BACKWARD_SHARE, ddp_bucket_share, ddp_step_s
 from geotrain.perf.workloads import WorkloadRegistry
 from geotrain.pricing.egress import EgressPrices
 from geotrain.pricing.snapshot import bundled_snapshot

@@ -55,6 +55,12 @@ but for its last bucket (``b`` of the gradients), so a step is ``max(τ + b·T, 
 
     G ≥ t·(τ + b·T),   G ≥ t·((1 − β)·τ + T),   T ≥ min_p min_{k ≥ n_min} ρ_p(k)
 
+and, for each node, the most it can add to a mix of at least ``n_min`` nodes (its step waits at least
+for its own place's least ring ``L_p = min_{k ≥ n_min} ρ_p(k)``; ``n_min`` and ``r_i`` are tightened
+together, a larger ``n_min`` giving smaller ``r_i``)::
+
+    Σ_i r_i·x_i ≥ t,   r_i = m_i g_i / max(m_i/s_i + b·L_p, (1 − β)·m_i/s_i + L_p)
+
 (the third row: a valid bound the one-hot ``w`` leaves loose, as its LP relaxation prices n nodes by
 a blend of 1 and N nodes; a place in use has its term at the mix's own count, n ≥ n_min). Where
 ``β·τ ≤ (1 − b)·T`` for every level of ``τ`` and every ``T`` from that least term up (or ``≥`` for every
