@@ -220,27 +220,9 @@ def build_context(job: JobSpec, snapshot: PriceSnapshot, *, inventory: Inventory
         default_rate=options.unknown_interruptions_per_hour, capacity_of=capacity_of,
     )
     places: dict[str, Location] = {}
-    nics: dict[str, float | None] = {}  # the fastest NIC of a place's (then its region's) candidates; None: one has no figure
     for offer in cands.offers.values():
-        loc = offer.location
-        places.setdefault(loc.zone_scope, loc)
-        nic, key = perf.nic_gbps(offer), loc.zone_scope
-        if key not in nics:
-            nics[key] = nic
-        elif nics[key] is not None:
-            nics[key] = None if nic is None else max(nics[key], nic)
-    # a region's rings and broadcasts are priced at its lead place: each place gets its region's fastest NIC
-    best: dict[str, float | None] = {}
-    floor: dict[str, float | None] = {}  # the slowest NIC with a figure (one without is not capped)
-    for offer in cands.offers.values():
-        region, nic = offer.location.region_scope, perf.nic_gbps(offer)
-        if nic is not None:
-            floor[region] = min(nic, floor.get(region) or nic)
-    for key, loc in places.items():
-        region, nic = loc.region_scope, nics[key]
-        best[region] = None if nic is None or (region in best and best[region] is None) else max(nic, best.get(region) or 0.0)
-    nics = {key: best[loc.region_scope] for key, loc in places.items()}
-    floors = {key: floor.get(loc.region_scope) for key, loc in places.items()}
+        places.setdefault(offer.location.zone_scope, offer.location)
+    nics, floors = place_nics(places, cands.offers.values(), perf.nic_gbps)
     sync = job.sync
     oracle = PerfOracle(
         strategy=sync.strategy.value, places=places, network=perf.network, egress=perf.egress,
@@ -291,6 +273,25 @@ def limits_of(job: JobSpec, node_cap: int) -> Limits:
         max_zone_share=c.max_zone_share, max_spot_share=c.max_spot_share,
         budget_usd_per_hour=job.budget_usd_per_hour, min_samples_per_s=floor, quotas=c.quotas,
     )
+
+
+def place_nics(places: dict[str, Location], offers, nic_gbps) -> tuple[dict, dict]:  # noqa: ANN001
+    """Per place, its region's fastest and slowest NIC among the candidates (Gbit/s). A region's rings
+    are priced at its lead place, so every place of it gets the region's figures: the fastest (None
+    where a candidate has no figure, so is not capped) bounds a ring from below, the slowest with a
+    figure (None where none has one) from above."""
+    fastest: dict[str, float | None] = {}
+    slowest: dict[str, float] = {}
+    for offer in offers:
+        region, nic = offer.location.region_scope, nic_gbps(offer)
+        if nic is None:
+            fastest[region] = None
+            continue
+        if region not in fastest or fastest[region] is not None:
+            fastest[region] = max(nic, fastest.get(region) or 0.0)
+        slowest[region] = min(nic, slowest.get(region, nic))
+    return ({key: fastest.get(loc.region_scope) for key, loc in places.items()},
+            {key: slowest.get(loc.region_scope) for key, loc in places.items()})
 
 
 def run_objective(ctx: PlanningContext, searcher: Searcher) -> SearchResult:
