@@ -9,6 +9,7 @@ A job spec says what to train, what to optimise and within which limits::
     strategy: hivemind                   # hivemind | allreduce | local-sgd | asgd-ga | ma   (default hivemind)
     sync:                                # the strategy's knobs, all optional (defaults: domain.SyncSettings)
       target_batch_size: 32768           #   hivemind: samples per averaging round
+      group_size: 16                     #   hivemind: the most peers in one averaging group
       local_steps: 32                    #   local-sgd: steps between averaging rounds
       accumulation_steps: 16             #   asgd-ga: steps per push
       staleness: 1                       #   asgd-ga: pushes a region may run ahead of the home model
@@ -141,8 +142,8 @@ def parse_sync(fields: Fields) -> SyncSettings:
         if strategy is not None and inner is not None and inner != strategy:
             raise section.fail("strategy", f"{inner!r} contradicts strategy: {strategy!r}; give it once")
         strategy = strategy or inner
-        for name in ("target_batch_size", "local_steps", "accumulation_steps", "staleness", "averaging_pushes",
-                     "micro_batches"):
+        for name in ("target_batch_size", "group_size", "local_steps", "accumulation_steps", "staleness",
+                     "averaging_pushes", "micro_batches"):
             value = section.whole(name, None, minimum=1, maximum=10**9)
             if value is not None:
                 values[name] = value

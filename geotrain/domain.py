@@ -75,6 +75,8 @@ class SyncSettings:
 
     - ``strategy``: see :class:`SyncStrategyName`;
     - ``target_batch_size``: hivemind — samples all peers train between two averaging rounds;
+    - ``group_size``: hivemind — the most peers in one averaging group (Hivemind's ``target_group_size``:
+      more peers average in several groups at once, each of at most this many);
     - ``local_steps``: local-sgd — steps between two rounds of model averaging (H);
     - ``accumulation_steps``: asgd-ga — steps a region accumulates before it pushes (A);
     - ``staleness``: asgd-ga — pushes a region may run ahead of the home model it has back (S);
@@ -86,6 +88,7 @@ class SyncSettings:
 
     strategy: SyncStrategyName = SyncStrategyName.HIVEMIND
     target_batch_size: int = 32768
+    group_size: int = 16
     local_steps: int = 32
     accumulation_steps: int = 16
     staleness: int = 1
@@ -97,7 +100,7 @@ class SyncSettings:
         object.__setattr__(self, "strategy", SyncStrategyName(self.strategy))
         if self.precision not in PRECISIONS:
             raise ValueError(f"precision {self.precision!r} is not one of {', '.join(PRECISIONS)}")
-        for name in ("target_batch_size", "local_steps", "accumulation_steps", "staleness", "averaging_pushes",
+        for name in ("target_batch_size", "group_size", "local_steps", "accumulation_steps", "staleness", "averaging_pushes",
                      "micro_batches"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 10**9:
@@ -105,7 +108,7 @@ class SyncSettings:
 
     def describe(self) -> str:
         """The settings that matter for this strategy, in words."""
-        knob = {SyncStrategyName.HIVEMIND: f"target batch {self.target_batch_size}",
+        knob = {SyncStrategyName.HIVEMIND: f"target batch {self.target_batch_size}, groups of at most {self.group_size}",
                 SyncStrategyName.LOCAL_SGD: f"averaging every {self.local_steps} steps",
                 SyncStrategyName.ASGD_GA: f"pushing every {self.accumulation_steps} steps",
                 SyncStrategyName.MA: f"averaging the regions' servers every {self.averaging_pushes} pushes",

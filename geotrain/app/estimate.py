@@ -179,7 +179,7 @@ class BatchAnswer:
 def estimate_batch(path: Path, inputs: EstimateInputs | None = None) -> Iterator[BatchAnswer]:
     """One answer per non-blank line of a JSON Lines file, in order; the inputs are read once. Each line is
     a setup in the job spec's words: ``{"workload": ..., "nodes": "..." or [...], "strategy": ...,
-    "sync": {"target_batch_size": ..., "local_steps": ..., "accumulation_steps": ..., "staleness": ...,
+    "sync": {"target_batch_size": ..., "group_size": ..., "local_steps": ..., "accumulation_steps": ..., "staleness": ...,
     "averaging_pushes": ..., "precision": ..., "micro_batches": ...}}`` (all but workload and nodes optional). A line that cannot be estimated
     answers with its error and the others go on; a file or input that cannot be read raises."""
     text = read_text(path, InputError)

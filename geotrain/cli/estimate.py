@@ -21,8 +21,8 @@ NODES_HELP = ("Comma-separated CLOUD/ZONE-OR-REGION/INSTANCE[/MARKET]=COUNT item
 BATCH_HELP = ("A JSON Lines file, one setup per line in the job spec's words: {\"workload\": ..., \"nodes\": ..., "
               "\"strategy\": ..., \"sync\": {\"target_batch_size\": ...}}. Prints one JSON answer per line, in order "
               "(a bad line gets an answer naming its problem; exit 2 if any line failed). The other flags apply to every line.")
-_SETUP_FLAGS = ("--workload", "--nodes", "--strategy", "--precision", "--tbs", "--local-steps", "--accumulation-steps",
-                "--staleness", "--averaging-pushes", "--micro-batches")
+_SETUP_FLAGS = ("--workload", "--nodes", "--strategy", "--precision", "--tbs", "--group-size", "--local-steps",
+                "--accumulation-steps", "--staleness", "--averaging-pushes", "--micro-batches")
 
 
 def estimate(
@@ -32,6 +32,7 @@ def estimate(
     onprem: Path = typer.Option(None, "--onprem", help="On-prem inventory (YAML) for onprem/... nodes."),
     precision: str = typer.Option(None, "--precision", help=f"On the wire: {', '.join(PRECISIONS)} (default {_SYNC.precision})."),
     target_batch_size: int = typer.Option(None, "--tbs", min=1, help=f"hivemind: samples per averaging round (default {_SYNC.target_batch_size})."),
+    group_size: int = typer.Option(None, "--group-size", min=1, help=f"hivemind: the most peers in one averaging group (default {_SYNC.group_size})."),
     local_steps: int = typer.Option(None, "--local-steps", min=1, help=f"local-sgd: steps between averaging (default {_SYNC.local_steps})."),
     accumulation_steps: int = typer.Option(None, "--accumulation-steps", min=1, help=f"asgd-ga: steps per push (default {_SYNC.accumulation_steps})."),
     staleness: int = typer.Option(None, "--staleness", min=1, help=f"asgd-ga: pushes a region may run ahead of the home model (default {_SYNC.staleness})."),
@@ -53,8 +54,8 @@ def estimate(
 
     inputs = EstimateInputs(onprem_inventory=onprem, rates_file=rates, links_file=links, workloads_file=workloads,
                             snapshot_id=snapshot_id, provider=provider, egress_file=egress)
-    setup = (workload, nodes, strategy, precision, target_batch_size, local_steps, accumulation_steps, staleness,
-             averaging_pushes, micro_batches)
+    setup = (workload, nodes, strategy, precision, target_batch_size, group_size, local_steps, accumulation_steps,
+             staleness, averaging_pushes, micro_batches)
     if batch is not None:
         given = [flag for flag, value in zip(_SETUP_FLAGS, setup, strict=True) if value is not None]
         if given:
@@ -65,7 +66,8 @@ def estimate(
     for flag, value in ((_SETUP_FLAGS[0], workload), (_SETUP_FLAGS[1], nodes)):
         if value is None:
             raise InputError(f"{flag}: required (or give --batch FILE with one setup per line)")
-    sync = sync_settings(strategy=strategy, target_batch_size=target_batch_size, local_steps=local_steps,
+    sync = sync_settings(strategy=strategy, target_batch_size=target_batch_size, group_size=group_size,
+                         local_steps=local_steps,
                          accumulation_steps=accumulation_steps, staleness=staleness, averaging_pushes=averaging_pushes,
                          precision=precision, micro_batches=micro_batches)
     result = run_estimate(EstimateRequest(workload=workload, nodes=nodes, sync=sync, inputs=inputs))

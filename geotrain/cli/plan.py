@@ -52,6 +52,8 @@ def plan(
                                help="CSV of your own compute rates (workload,accelerator,samples_per_s[,accelerator_count]); "
                                     "they win over the bundled ones."),
     tbs: int = typer.Option(None, "--tbs", min=1, help=f"hivemind: samples per averaging round (default {_SYNC.target_batch_size})."),
+    group_size: int = typer.Option(None, "--group-size", min=1,
+                                   help=f"hivemind: the most peers in one averaging group (default {_SYNC.group_size})."),
     local_steps: int = typer.Option(None, "--local-steps", min=1, help=f"local-sgd: steps between averaging (default {_SYNC.local_steps})."),
     accumulation_steps: int = typer.Option(None, "--accumulation-steps", min=1,
                                            help=f"asgd-ga: steps per push (default {_SYNC.accumulation_steps})."),
@@ -95,7 +97,7 @@ def plan(
         "deadline_h": deadline,
     }
     sync_flags: dict[str, Any] = {
-        "strategy": strategy, "target_batch_size": tbs, "local_steps": local_steps,
+        "strategy": strategy, "target_batch_size": tbs, "group_size": group_size, "local_steps": local_steps,
         "accumulation_steps": accumulation_steps, "staleness": staleness, "averaging_pushes": averaging_pushes,
         "precision": precision, "micro_batches": micro_batches,
     }

@@ -40,6 +40,17 @@ and the slowest host in the round sets its pace::
     T_comm   = max_g h_g · (f0 + β·n + γ·(P/1e9)) + T_xfer
     T_round  = T_calc + T_comm,   samples = TBS,   granularity = T_calc / T_comm
 
+Groups: Hivemind's matchmaking forms averaging groups of at most ``G`` peers (its
+``target_group_size``; ``SyncSettings.group_size``, which the runtime passes to the library); with
+``n > G`` peers several groups average at once. Each term of a round is then a group's, with
+``m = min(n, G)`` for ``n`` wherever the all-reduce's size enters (``2W/m`` per pair, ``v(m)·W`` per
+node, ``β·m``), and a pair of nodes in a group with chance ``(m − 1)/(n − 1)`` (the bytes that leave a
+site or cross a region pair). ``T_calc`` still counts every peer: all of them accumulate the target
+batch. Where each term was measured, and how far it may be carried: ``f0``, ``β``, ``γ`` and ``e_w``
+on Erben et al.'s runs of 2 to 8 peers in one group (``G`` = 16 leaves them as fitted); beyond 8
+peers in a group, ``β·m`` is carried linearly up to ``G`` and no further, as the library's groups
+are bounded there.
+
 The round's host work is ``γ·P``, not in ``n``: in a butterfly each peer reduces its ``1/n`` share of
 the vector from all ``n`` peers (``n·W/n = W``), copies the whole vector out and the average back,
 and steps the optimizer over all ``P``; what grows with ``n`` is the share of ``W`` on the wire,
@@ -133,8 +144,9 @@ from dataclasses import dataclass, field
 from geotrain.domain import CLOUD_ONPREM, Location, SyncSettings, SyncStrategyName
 from geotrain.perf.network import LinkEstimate
 from geotrain.perf.terms import (
-    asgd_push_s, butterfly_pair_s, ddp_bucket_share, ddp_step_s, hivemind_aggregate_s, hivemind_node_egress_s,
-    hivemind_overhead_s, hivemind_pair_s, hivemind_site_s, nccl_link, ring_pair_s, seconds, share,
+    asgd_push_s, butterfly_pair_s, ddp_bucket_share, ddp_step_s, hivemind_aggregate_s, hivemind_group,
+    hivemind_node_egress_s, hivemind_overhead_s, hivemind_pair_s, hivemind_reach, hivemind_site_s, nccl_link,
+    ring_pair_s, seconds, share,
 )
 from geotrain.perf.workloads import Workload
 
@@ -278,21 +290,24 @@ class Hivemind:
 
     fit: HivemindFit
     target_batch_size: int
+    group_size: int | None = None  # G: the most peers in one averaging group (None: every peer in one)
     name: SyncStrategyName = SyncStrategyName.HIVEMIND
 
     @classmethod
     def from_settings(cls, sync: SyncSettings, fit: HivemindFit) -> Hivemind:
-        return cls(fit, sync.target_batch_size)
+        return cls(fit, sync.target_batch_size, sync.group_size)
 
     def transfer(self, topo: Topology, payload: float) -> tuple[float, Bottleneck | None, dict]:
         """(T_xfer, what bounds it, bytes per round by directed group pair)."""
-        n = topo.nodes
-        chunk = 2 * payload / n
+        n, g = topo.nodes, self.group_size
+        # each node sends 2W/m to each of the m − 1 others of its group: per pair of nodes, 2W/m times
+        # the chance (m − 1)/(n − 1) that the two share a group
+        chunk = 2 * payload / hivemind_group(n, g) * hivemind_reach(n, g)
         worst, sent = 0.0, {}
         bound: Bottleneck | None = None
         for i, j in topo.pairs():
             link = topo.link(i, j)
-            t = hivemind_pair_s(payload, n, link)
+            t = hivemind_pair_s(payload, n, link, g)
             if t > worst:
                 worst, bound = t, Bottleneck("link", t, (i, j), link)
             gi, gj = topo.groups[i], topo.groups[j]
@@ -301,7 +316,7 @@ class Hivemind:
             else:
                 sent[(i, j)] = sent[(j, i)] = gi.count * gj.count * chunk
         for i in range(len(topo.groups)):
-            t = hivemind_node_egress_s(payload, n, topo.cap_gbps(i))
+            t = hivemind_node_egress_s(payload, n, topo.cap_gbps(i), g)
             if t > worst:
                 worst, bound = t, Bottleneck("node egress", t, (i, i), topo.link(i, i))
         for site, members in topo.regions().items():
@@ -309,10 +324,10 @@ class Hivemind:
             uplink = topo.site_uplink_gbps(name) if cloud == CLOUD_ONPREM else None
             if uplink is None:
                 continue
-            t = hivemind_site_s(payload, n, sum(topo.groups[i].count for i in members), uplink)
+            t = hivemind_site_s(payload, n, sum(topo.groups[i].count for i in members), uplink, g)
             if t > worst:
                 worst, bound = t, Bottleneck("site uplink", t, (members[0], members[0]))
-        t, found = _aggregate_term(topo, payload)
+        t, found = _aggregate_term(topo, payload, g)
         if found is not None and t > worst:
             worst, bound = t, found
         return worst, bound, sent
@@ -329,7 +344,7 @@ class Hivemind:
         calc = self.target_batch_size / sum(inside)
         xfer, bound, sent = self.transfer(topo, payload)
         host = max(fit.host_factor(g.vcpus) for g in topo.groups)
-        overhead = hivemind_overhead_s(fit, n, workload.parameters, host)
+        overhead = hivemind_overhead_s(fit, n, workload.parameters, host, self.group_size)
         comm = overhead + xfer
         round_s = calc + comm
         if bound is None or overhead > xfer:
@@ -337,7 +352,7 @@ class Hivemind:
         return SyncCost(
             samples_per_s=self.target_batch_size / round_s, time_per_round_s=round_s,
             samples_per_round=self.target_batch_size, compute_s=calc, comm_s=comm,
-            bytes_per_peer_per_round=share(n) * payload,
+            bytes_per_peer_per_round=share(hivemind_group(n, self.group_size)) * payload,
             bytes_per_s={k: v / round_s for k, v in sent.items()}, bottleneck=bound,
             good_samples_per_s=self.target_batch_size / (
                 self.target_batch_size / sum(r * g.goodput for r, g in zip(inside, topo.groups, strict=True))
@@ -345,7 +360,7 @@ class Hivemind:
         )
 
 
-def _aggregate_term(topo: Topology, payload: float) -> tuple[float, Bottleneck | None]:
+def _aggregate_term(topo: Topology, payload: float, group_size: int | None = None) -> tuple[float, Bottleneck | None]:
     """The slowest region pair by its aggregate cap: ``max_{q,q'} B(q,q')·8 / agg(q,q')``."""
     n = topo.nodes
     regions = topo.regions()
@@ -364,8 +379,8 @@ def _aggregate_term(topo: Topology, payload: float) -> tuple[float, Bottleneck |
             if not capped:
                 continue
             aggregate, i, j = min(capped)
-            t = max(hivemind_aggregate_s(payload, n, senders[q], count[r], aggregate),
-                    hivemind_aggregate_s(payload, n, senders[r], count[q], aggregate))
+            t = max(hivemind_aggregate_s(payload, n, senders[q], count[r], aggregate, group_size),
+                    hivemind_aggregate_s(payload, n, senders[r], count[q], aggregate, group_size))
             if t > worst:
                 worst, bound = t, Bottleneck("link aggregate", t, (i, j), topo.link(i, j))
     return worst, bound

@@ -8,6 +8,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from geotrain.domain import WAN_STREAMS
 from geotrain.perf.network import LinkEstimate
 from geotrain.perf.nic import nccl_streams
@@ -57,27 +59,56 @@ def seconds(payload_bytes: float, gbps: float) -> float:
     return payload_bytes * 8 / (gbps * 1e9)
 
 
-def hivemind_overhead_s(fit: HivemindFit, n: int, parameters: int, host: float = 1.0) -> float:
-    """h·(f0 + β·n + γ·(P/1e9)); ``host`` = h of the slowest node (1: the fastest host, a lower bound)."""
-    return host * (fit.round_floor_s + fit.per_peer_s * n + fit.per_gparam_s * parameters / 1e9)
+def hivemind_group(n, group_size: int | None):  # noqa: ANN001, ANN201 - a count, or an array of counts
+    """m = min(n, G): the peers of one averaging group, where Hivemind's matchmaking forms groups of
+    at most ``G`` (its ``target_group_size``; None: one group of every peer)."""
+    if group_size is None:
+        return n
+    return min(n, group_size) if isinstance(n, int | float) else np.minimum(n, group_size)
 
 
-def hivemind_pair_s(payload: float, n: int, link: LinkEstimate) -> float:
-    return seconds(2 * payload / n, link.bandwidth_gbps) + 2 * link.rtt_ms / 1e3
+def hivemind_reach(n, group_size: int | None):  # noqa: ANN001, ANN201
+    """(m − 1)/(n − 1): the share of the other peers in a peer's group (groups drawn at random)."""
+    if group_size is None:
+        return 1.0
+    m = hivemind_group(n, group_size)
+    if isinstance(n, int | float):
+        return (m - 1) / (n - 1) if n > 1 else 1.0
+    return np.where(n > 1, (m - 1) / np.maximum(n - 1, 1), 1.0)
 
 
-def hivemind_node_egress_s(payload: float, n: int, cap_gbps: float) -> float:
-    return seconds((n - 1) * 2 * payload / n, cap_gbps)
+def hivemind_overhead_s(fit: HivemindFit, n: int, parameters: int, host: float = 1.0,
+                        group_size: int | None = None) -> float:
+    """h·(f0 + β·m + γ·(P/1e9)); ``host`` = h of the slowest node (1: the fastest host, a lower bound);
+    m = min(n, G), the peers of one averaging group."""
+    m = hivemind_group(n, group_size)
+    return host * (fit.round_floor_s + fit.per_peer_s * m + fit.per_gparam_s * parameters / 1e9)
 
 
-def hivemind_site_s(payload: float, n: int, inside: int, uplink_gbps: float) -> float:
-    return seconds(inside * (n - inside) * 2 * payload / n, uplink_gbps)
+def hivemind_pair_s(payload: float, n: int, link: LinkEstimate, group_size: int | None = None) -> float:
+    """A pair of one group: ``2W/m`` each way in the two phases, a round trip each."""
+    return seconds(2 * payload / hivemind_group(n, group_size), link.bandwidth_gbps) + 2 * link.rtt_ms / 1e3
 
 
-def hivemind_aggregate_s(payload: float, n: int, senders: int, receivers: int, aggregate_gbps: float) -> float:
-    """One sender (a VM, or an on-prem site of ``senders`` machines) sends ``2W/n`` to each of
-    ``receivers`` nodes in another region, all through one aggregate cap."""
-    return seconds(senders * receivers * 2 * payload / n, aggregate_gbps)
+def hivemind_node_egress_s(payload: float, n: int, cap_gbps: float, group_size: int | None = None) -> float:
+    """A node's own egress: ``2W/m`` to each of the m − 1 others of its group."""
+    m = hivemind_group(n, group_size)
+    return seconds((m - 1) * 2 * payload / m, cap_gbps)
+
+
+def hivemind_site_s(payload: float, n: int, inside: int, uplink_gbps: float, group_size: int | None = None) -> float:
+    """What leaves an on-prem site of ``inside`` peers: ``2W/m`` from each to each peer outside it that
+    shares its group, ``inside·(n − inside)·(m − 1)/(n − 1)`` pairs."""
+    m = hivemind_group(n, group_size)
+    return seconds(inside * (n - inside) * hivemind_reach(n, group_size) * 2 * payload / m, uplink_gbps)
+
+
+def hivemind_aggregate_s(payload: float, n: int, senders: int, receivers: int, aggregate_gbps: float,
+                         group_size: int | None = None) -> float:
+    """One sender (a VM, or an on-prem site of ``senders`` machines) sends ``2W/m`` to each of
+    ``receivers`` nodes in another region that share its group, all through one aggregate cap."""
+    m = hivemind_group(n, group_size)
+    return seconds(senders * receivers * hivemind_reach(n, group_size) * 2 * payload / m, aggregate_gbps)
 
 
 def ring_pair_s(payload: float, n: int, link: LinkEstimate) -> float:

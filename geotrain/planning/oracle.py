@@ -24,8 +24,9 @@ from geotrain.perf.network import NetworkModel
 from geotrain.perf.workloads import Workload
 from geotrain.perf.strategies import HivemindFit
 from geotrain.perf.terms import (
-    BACKWARD_SHARE, asgd_push_s, butterfly_pair_s, ddp_bucket_share, ddp_step_s, hivemind_node_egress_s,
-    hivemind_overhead_s, hivemind_pair_s, hivemind_site_s, nccl_link, ring_pair_s, seconds,
+    BACKWARD_SHARE, asgd_push_s, butterfly_pair_s, ddp_bucket_share, ddp_step_s, hivemind_group,
+    hivemind_node_egress_s, hivemind_overhead_s, hivemind_pair_s, hivemind_reach, hivemind_site_s, nccl_link,
+    ring_pair_s, seconds,
 )
 from geotrain.pricing.egress import EgressPrices
 
@@ -53,6 +54,7 @@ class PerfOracle:
     place_nic_gbps: dict[str, float | None] | None = None
     # the slowest NIC among a place's region's candidates (None: no figure for any): bounds a ring from above
     place_nic_floor_gbps: dict[str, float | None] | None = None
+    group_size: int | None = None  # hivemind: G, the most peers in one averaging group (None: one group)
 
     def __post_init__(self) -> None:
         SyncStrategyName(self.strategy)
@@ -103,16 +105,22 @@ class PerfOracle:
     def overhead_s(self, k: int) -> float:
         if self.strategy != SyncStrategyName.HIVEMIND or k < 2:
             return 0.0
-        return hivemind_overhead_s(self.fit, k, self.workload.parameters)
+        return hivemind_overhead_s(self.fit, k, self.workload.parameters, group_size=self.group_size)
+
+    def pair_share(self, k: int) -> float:
+        """hivemind: what one node sends another per round, as a share of 2W (``hivemind_reach / m``)."""
+        if k < 2:
+            return 0.0
+        return hivemind_reach(k, self.group_size) / hivemind_group(k, self.group_size)
 
     def place_s(self, place: str, k: int) -> float:
-        """Hivemind: a node's own egress (every node sends to the k − 1 others); the others: a ring
+        """Hivemind: a node's own egress (to the others of its group of min(k, G)); the others: a ring
         of k nodes over the place's own link."""
         if k < 2:
             return 0.0
         w = self.payload_bytes
         if self.strategy == SyncStrategyName.HIVEMIND:
-            return hivemind_node_egress_s(w, k, self._link(place, place).bandwidth_gbps)
+            return hivemind_node_egress_s(w, k, self._link(place, place).bandwidth_gbps, self.group_size)
         return ring_pair_s(w, k, self._collective(place, place))
 
     def slowest_place_s(self, place: str, k: int) -> float:
@@ -134,7 +142,7 @@ class PerfOracle:
         """The pair term at ``n`` nodes (the formulas are arithmetic: an array of counts gives an array)."""
         w = self.payload_bytes
         if self.strategy == SyncStrategyName.HIVEMIND:
-            return hivemind_pair_s(w, n, link)
+            return hivemind_pair_s(w, n, link, self.group_size)
         if self.strategy == SyncStrategyName.ALLREDUCE:
             return ring_pair_s(w, n, link)
         if self.strategy in (SyncStrategyName.LOCAL_SGD, SyncStrategyName.MA):
@@ -159,7 +167,7 @@ class PerfOracle:
     def site_s(self, site: str, inside: int, k: int) -> float | None:
         if self.strategy != SyncStrategyName.HIVEMIND or not self.uplinks or site not in self.uplinks:
             return None
-        return hivemind_site_s(self.payload_bytes, k, inside, self.site_cap_gbps(site))
+        return hivemind_site_s(self.payload_bytes, k, inside, self.site_cap_gbps(site), self.group_size)
 
     def site_cap_gbps(self, site: str) -> float:
         """What all of a site's traffic to the other places can leave at: its uplink, or less where the

@@ -231,7 +231,7 @@ def build_context(job: JobSpec, snapshot: PriceSnapshot, *, inventory: Inventory
         local_steps=sync.averaging_pushes if sync.strategy is SyncStrategyName.MA else sync.local_steps,
         accumulation_steps=sync.accumulation_steps,
         uplinks={s.site: s.uplink_gbps for s in inventory.sites} if inventory else None,
-        nccl=perf.nccl, place_nic_gbps=nics, place_nic_floor_gbps=floors,
+        nccl=perf.nccl, place_nic_gbps=nics, place_nic_floor_gbps=floors, group_size=sync.group_size,
     )
     limits = limits_of(job, node_cap)
     if confidence is not None:

@@ -87,7 +87,10 @@ class CommOracle(Protocol):
     the others: a ring over k nodes on p's own link; ``slowest_place_s``: that ring on the slowest machine
 p may have, an upper bound where ``place_s`` is a lower one). ``pair_s(a, b, k)``: between places a and b
     (hivemind and allreduce: k nodes in all; local-sgd and ma: a ring of k region leaders; asgd-ga: one
-    push, k unused). ``broadcast_s(p)``: one copy of the parameters over p's own link."""
+    push, k unused). ``broadcast_s(p)``: one copy of the parameters over p's own link. ``pair_share(k)``:
+    hivemind, what one node sends another per round as a share of ``2W``: ``1/k`` in one group of every
+    node, ``(m − 1)/((k − 1)·m)`` in groups of ``m = min(k, G)`` (so ``k·pair_share(k)`` is 1 up to G nodes
+    and at least ``(G − 1)/G`` beyond)."""
 
     strategy: str
     samples_per_round: float  # hivemind: the target batch size
@@ -103,6 +106,8 @@ p may have, an upper bound where ``place_s`` is a lower one). ``pair_s(a, b, k)`
     def step_s(self, compute_s: float, ring_s: float) -> float: ...
 
     def overhead_s(self, k: int) -> float: ...
+
+    def pair_share(self, k: int) -> float: ...
 
     def place_s(self, place: str, k: int) -> float: ...
 

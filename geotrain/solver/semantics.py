@@ -200,7 +200,7 @@ def sync_egress_usd_per_hour(problem: Problem, x: Sequence[int], rate: float) ->
     price = oracle.usd_per_byte
     if oracle.strategy == "hivemind":
         alpha = 3600 * rate * 2 * w / oracle.samples_per_round
-        return sum(alpha * c_p * sum(price(p, q) * c_q for q, c_q in per.items() if q != p) / k
+        return sum(alpha * c_p * sum(price(p, q) * c_q for q, c_q in per.items() if q != p) * oracle.pair_share(k)
                    for p, c_p in per.items())
     if oracle.strategy == "allreduce":
         volume = 3600 * rate * share(k) * w / (k * m_max)

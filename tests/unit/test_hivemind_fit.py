@@ -97,6 +97,7 @@ def test_the_solver_takes_each_candidates_step_efficiency_and_bounds_the_host_by
         local_steps, accumulation_steps, payload_bytes = 1, 1, 1e9
 
         def overhead_s(self, k): return 2.0
+        def pair_share(self, k): return 1 / k
         def place_s(self, p, k): return 0.0
         def slowest_place_s(self, p, k): return 0.0
         def pair_s(self, a, b, k): return 0.0

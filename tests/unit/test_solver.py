@@ -40,6 +40,9 @@ class FakeOracle:
     def overhead_s(self, k: int) -> float:
         return 0.5 + 0.1 * k
 
+    def pair_share(self, k: int) -> float:
+        return 1 / k
+
     def place_s(self, place: str, k: int) -> float:
         return self.inside.get(region_of(place), 0.2) * (k - 1) / k
 

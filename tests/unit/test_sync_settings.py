@@ -60,7 +60,7 @@ def test_a_plan_file_carries_every_knob_and_what_it_was_made_for(tmp_path):
                         precision="bf16", micro_batches=3)
     plan = _plan(sync)
     data = plan_to_dict(plan)
-    assert data["job"]["sync"] == {"strategy": "local-sgd", "target_batch_size": 512, "local_steps": 5,
+    assert data["job"]["sync"] == {"strategy": "local-sgd", "target_batch_size": 512, "group_size": 16, "local_steps": 5,
                                    "accumulation_steps": 3, "staleness": 1, "averaging_pushes": 16,
                                    "precision": "bf16", "micro_batches": 3}
     back = plan_from_dict(json.loads(json.dumps(data)), "plan.json")

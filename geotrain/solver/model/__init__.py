@@ -90,12 +90,13 @@ most raw compute ``Π_r = Σ_{i∈r} s_i x_i`` (``Π* ≥ Π_r``, ``Π_r ≥ Π*
 
 Sync egress (the mix trains ``t`` samples/s)
 --------------------------------------------
-*hivemind*: the nodes of p send ``2W/n`` to every node elsewhere per round, ``t/S`` rounds per
-second: ``E_p = α·C_p·D_p/n`` with ``α = 3600·t·2W/S`` and ``D_p = Σ_{p'≠p} c_{pp'}·C_{p'}``. With
-``u_{p,m}`` (p holds m nodes): ``F_p ≥ m·α·D_p − M(1 − u_{p,m})`` and
-``E_p ≥ F_p/k − M(1 − w_k)``, exact. Before p's ``u`` exist:
-``E_p ≥ ½·α·min_{p'} c_{pp'}·b_p`` with ``b_p ≥ min(C_p, n − C_p)`` (one binary), because
-``C(n−C)/n ≥ min(C, n−C)/2``.
+*hivemind*: the nodes of p send ``2W·s(n)`` to every node elsewhere per round (``s(n)``: the oracle's
+``pair_share``, ``1/n`` in one group, ``(m − 1)/((n − 1)·m)`` in groups of ``m = min(n, G)``), ``t/S``
+rounds per second: ``E_p = α·C_p·D_p·s(n)`` with ``α = 3600·t·2W/S`` and ``D_p = Σ_{p'≠p}
+c_{pp'}·C_{p'}``. With ``u_{p,m}`` (p holds m nodes): ``F_p ≥ m·α·D_p − M(1 − u_{p,m})`` and
+``E_p ≥ F_p·s(k) − M(1 − w_k)``, exact. Before p's ``u`` exist:
+``E_p ≥ ½·ν·α·min_{p'} c_{pp'}·b_p`` with ``b_p ≥ min(C_p, n − C_p)`` (one binary), because
+``C(n−C)·s(n) ≥ ν·min(C, n−C)/2`` with ``ν = min_n n·s(n)`` (1 in one group, ``(G − 1)/G`` in groups).
 *allreduce*: each place in use sends one ring hop ``v(n)·W`` per step to the next place in use, at
 least ``t/(n·m̄)`` steps per second::
 

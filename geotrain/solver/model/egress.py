@@ -14,7 +14,7 @@ class EgressRows:
     """The egress rows of :class:`geotrain.solver.model.rows.Builder` (a part of it)."""
 
     def _hivemind_egress(self) -> None:
-        """Σ_p E_p = α·Q/n with Q = Σ_p C_p·D_p: Q ≥ Σ_p G_p, G_p ≥ D_p when p is used (exact for one
+        """Σ_p E_p = α·Q·s(n) with Q = Σ_p C_p·D_p (s(n) = pair_share(n), 1/n in one group): Q ≥ Σ_p G_p, G_p ≥ D_p when p is used (exact for one
         node in p), G_p ≥ m·D_p when p holds m nodes (once p's counts are in the model)."""
         s, tb, N = self.s, self.tb, self.N
         if len(tb.places) < 2:
@@ -60,8 +60,10 @@ class EgressRows:
                 self.row([(g, 1.0), (C[p], -k_p)], lb=0)
                 top_q += tb.place_cap[p] * k_p
             else:
-                # before p's counts are in the model: E_p ≥ ½·α·min_q c_pq·min(C_p, n − C_p)
-                cheapest = units.to_model_usd(alpha * tb.cheapest[p])
+                # before p's counts are in the model: E_p ≥ ½·α·min_q c_pq·min(C_p, n − C_p)·ν, where
+                # ν = min_n n·pair_share(n) (1 in one group; (G − 1)/G in groups of at most G)
+                nu = min((k * self.o.pair_share(k) for k in range(2, N + 1)), default=1.0)
+                cheapest = units.to_model_usd(alpha * tb.cheapest[p]) * nu
                 if cheapest > 0:
                     b = self._balance(p)
                     self.row([(self.E[p], 1.0), (b, -0.5 * cheapest)], lb=0)
@@ -69,13 +71,14 @@ class EgressRows:
             G.append((g, 1.0))
         if not G:
             return
-        # E ≥ Q/k − M(1 − w_k), one row per k
+        # E ≥ Q·s(k) − M(1 − w_k), one row per k (s(k) = pair_share(k): 1/k in one group of every node)
         E = s.NumVar(0, self.inf, "E_counted")
         self.extra_cost.append((E, 1.0))
         top_q = min(top_q, N * N * max(self.tb.max_price_alpha(alpha), 0.0)) or top_q
         for k in range(2, N + 1):
-            big = top_q / k
-            self.row([(E, 1.0)] + [(g, -1.0 / k) for g, _ in G] + [(self.w[k], -big)], lb=-big)
+            each = self.o.pair_share(k)
+            big = top_q * each
+            self.row([(E, 1.0)] + [(g, -each) for g, _ in G] + [(self.w[k], -big)], lb=-big)
 
     def _balance(self, p: str):  # noqa: ANN202
         """b_p ≥ min(C_p, n − C_p), with one binary."""

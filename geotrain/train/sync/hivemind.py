@@ -168,7 +168,8 @@ class HivemindSync:
     def __init__(self, model: nn.Module, loss_fn: Callable | None, optimizer: torch.optim.Optimizer, rank: int,
                  world: int, counter: ByteCounter, target_batch_size: int, samples_per_micro: int, precision: str, *,
                  run_id: str = "geotrain", dht_peers: list[str] | None = None, store: object | None = None,
-                 address: str = "127.0.0.1", timeout_s: float = 60.0, step: int = 0, joining: bool = False) -> None:
+                 address: str = "127.0.0.1", timeout_s: float = 60.0, step: int = 0, joining: bool = False,
+                 group_size: int | None = None) -> None:
 
         self.raw = self.model = model
         self.loss_fn = loss_fn
@@ -194,7 +195,9 @@ class HivemindSync:
             dht=self.dht, run_id=run_id, target_batch_size=target_batch_size, batch_size_per_step=samples_per_micro,
             optimizer=optimizer, matchmaking_time=MATCHMAKING_S, averaging_timeout=averaging_timeout_s(self.payload, timeout_s),
             grad_compression=compression(precision), state_averaging_compression=compression(precision),
-            load_state_timeout=timeout_s, averager_opts={"request_timeout": REQUEST_TIMEOUT_S}, verbose=True)
+            load_state_timeout=timeout_s, verbose=True,
+            # the library's matchmaking forms groups of at most group_size peers (None: one of every peer)
+            averager_opts={"request_timeout": REQUEST_TIMEOUT_S, "target_group_size": group_size})
         self.opt.state_averager.local_epoch = step  # resumed from a checkpoint: the swarm's epoch
         deadline = time.monotonic() + timeout_s
         if joining:
@@ -224,7 +227,7 @@ class HivemindSync:
         return cls(ctx.model, ctx.loss_fn, ctx.optimizer, ctx.rank, ctx.world, ctx.counter, sync.target_batch_size,
                    ctx.samples_per_micro, sync.precision, run_id=ctx.run_id, dht_peers=list(ctx.dht_peers),
                    store=ctx.store, address=ctx.address, timeout_s=ctx.timeout_s, step=ctx.step,
-                   joining=ctx.joining)
+                   joining=ctx.joining, group_size=sync.group_size)
 
     @property
     def epoch(self) -> int:
