@@ -49,7 +49,8 @@ def test_the_run_trains_what_the_plan_says_and_three_commands_print_one_cost(tmp
     # the plan's settings reached the ledger and every worker's generation config
     started = ledger.events(run_id, kinds=(EventKind.RUN_STARTED,))[0].detail
     expected = {"strategy": "local-sgd", "local_steps": 4, "precision": "fp16", "micro_batches": 2,
-                "target_batch_size": 32768, "accumulation_steps": 16, "staleness": 1, "averaging_pushes": 16}
+                "target_batch_size": 32768, "group_size": 16, "accumulation_steps": 16, "staleness": 1,
+                "averaging_pushes": 16}
     assert started["sync"] == expected
     configs = sorted((Path(os.environ["GEOTRAIN_HOME"]) / "runs" / run_id).glob("generation-*.json"))
     config = json.loads(configs[0].read_text())
