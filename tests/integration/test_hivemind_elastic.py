@@ -3,7 +3,8 @@ script (``examples/train/resnet.py``) with hivemind on the Hivemind library; one
 mid-run. The referee is the scripts' own output and the ledger: the two survivors' step counts go on
 with no stall and no new generation; the replacement joins the same generation, loads its state from
 its peers, and within its first rounds its parameters are a peer's at that step; every
-peer ends at the run's step count on one model."""
+peer ends at the run's step count on one model. And the plan's group size bounds the library's averaging
+groups: three peers with a group size of two average in pairs."""
 
 from __future__ import annotations
 
@@ -90,4 +91,29 @@ def test_a_preempted_hivemind_peer_is_replaced_while_the_others_train_on(tmp_pat
     rows = [r for r in ledger.progress_rows(run_id)]
     gaps = [b.at - a.at for a, b in zip(rows, rows[1:])]
     assert gaps and max(gaps) < 4 * sorted(gaps)[len(gaps) // 2] + 10, gaps
+    assert_no_orphans(run_id)
+
+
+GROUP = re.compile(r"Averaged (?:gradients|parameters) with (\d+) peers")
+
+
+@pytest.mark.slow
+def test_the_averaging_groups_are_no_larger_than_the_plans_group_size(tmp_path):
+    """Hivemind's matchmaking forms groups of at most the plan's ``group_size`` (its target_group_size):
+    three peers with a group size of two average in pairs, never all three, and still train to the end."""
+    job = tmp_path / "job.yaml"
+    job.write_text("name: mine\nworkload: resnet18\nstrategy: hivemind\nsync: {target_batch_size: 96, group_size: 2}\n")
+    plan = tmp_path / "plan.json"
+    geotrain("plan", str(job), "--target-sps", "1", "--nodes", NODES, "-o", str(plan))
+    steps = 8
+    result = geotrain("launch", str(plan), "--yes", "--", sys.executable, str(ROOT / "examples/train/resnet.py"),
+                      "--steps", str(steps), "--log-every", "1")
+    ledger = Ledger()
+    run_id = ledger.latest_run_id()
+    assert ledger.run(run_id).status == "completed", result.stdout
+    logs = sorted((geotrain_home() / "runs" / run_id / "logs").glob("gen*-rank*.log"))
+    sizes = [int(n) for p in logs for n in GROUP.findall(p.read_text())]
+    assert sizes and set(sizes) == {2}, sizes  # pairs formed, and no group of three
+    ended = [DONE.findall(p.read_text())[-1] for p in logs if DONE.search(p.read_text())]
+    assert len(ended) >= 2 and {int(s) for s, _, _ in ended} == {steps}, ended
     assert_no_orphans(run_id)

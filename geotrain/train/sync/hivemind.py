@@ -53,6 +53,7 @@ the round, so a resumed run reads what an uninterrupted run would have read, up 
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import resource
@@ -119,6 +120,19 @@ def averaging_timeout_s(payload_bytes: int, limit_s: float) -> float:
     :data:`SLOWEST_MBIT`, plus :data:`AVERAGING_MARGIN_S`; at most ``limit_s`` (the run's collective
     timeout). A missed group costs a peer this long, so it is no longer than the payload needs."""
     return min(limit_s, MATCHMAKING_S + 2 * payload_bytes * 8 / (SLOWEST_MBIT * 1e6) + AVERAGING_MARGIN_S)
+
+
+def gradient_averager():  # noqa: ANN201 - hivemind's GradientAverager class
+    library()
+    from hivemind.optim.grad_averager import GradientAverager
+
+    return GradientAverager
+
+
+def averaging_options(group_size: int | None) -> dict:
+    """What both of a peer's averagers (gradients, then parameters) are given: the matchmaking
+    request's timeout and the most peers in a group."""
+    return {"request_timeout": REQUEST_TIMEOUT_S, "target_group_size": group_size}
 
 
 AVERAGED_LINE = "hivemind: parameters as averaged with the group (epoch {epoch}, at {at:.3f}): sum {total:.6f}"
@@ -196,8 +210,11 @@ class HivemindSync:
             optimizer=optimizer, matchmaking_time=MATCHMAKING_S, averaging_timeout=averaging_timeout_s(self.payload, timeout_s),
             grad_compression=compression(precision), state_averaging_compression=compression(precision),
             load_state_timeout=timeout_s, verbose=True,
-            # the library's matchmaking forms groups of at most group_size peers (None: one of every peer)
-            averager_opts={"request_timeout": REQUEST_TIMEOUT_S, "target_group_size": group_size})
+            # the library's matchmaking forms groups of at most group_size peers (None: one of every peer).
+            # hivemind 1.1.12 gives averager_opts to the state averager only, though its docstring says
+            # both: the gradient averager gets the same options through the library's factory seam
+            averager_opts=averaging_options(group_size),
+            grad_averager_factory=functools.partial(gradient_averager(), **averaging_options(group_size)))
         self.opt.state_averager.local_epoch = step  # resumed from a checkpoint: the swarm's epoch
         deadline = time.monotonic() + timeout_s
         if joining:
