@@ -206,7 +206,11 @@ CASES: dict[str, Case] = {
 }
 
 
-@pytest.mark.parametrize("kind", sorted(DOCUMENTS))
+SLOW_KINDS = {"rehearse"}  # a real rehearsal over emulated links (about 40 s): in make test-all
+
+
+@pytest.mark.parametrize("kind", [pytest.param(k, marks=pytest.mark.slow) if k in SLOW_KINDS else k
+                                  for k in sorted(DOCUMENTS)])
 def test_every_json_output_is_one_document_of_its_kind(kind: str, request: pytest.FixtureRequest) -> None:
     case = CASES[kind]  # a kind without a case here fails: every document is tested
     args = case.args(request)
