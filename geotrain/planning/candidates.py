@@ -100,10 +100,9 @@ def build_candidates(offers: Sequence[Offer], *, job: JobSpec, workload: Workloa
     """``capacity_of``: at most this many nodes of an offer (the capacity model at a confidence)."""
     keep = dict(keep or {})
     default = default_interruption_rate(offers) if default_rate is None else default_rate
-    # a node trains e·q·rate inside Hivemind (q: its step efficiency): that is what it reads from the data
+    # a node trains q·rate inside Hivemind (q: its step efficiency): that is what it reads from the data
     hivemind = job.strategy is SyncStrategyName.HIVEMIND
     fit = bundled_fit()
-    efficiency = fit.efficiency_of(workload) if hivemind else 1.0
     # local nodes beyond this machine's cores share them: rates as for a mix of node_cap nodes (exact for the
     # largest mix, conservative for smaller ones; the perf model prices the chosen mix exactly)
     share = perf.host_share(node_cap)
@@ -146,7 +145,7 @@ def build_candidates(offers: Sequence[Offer], *, job: JobSpec, workload: Workloa
             continue
         step = samples_per_step(workload, job.sync, shape.accelerator_count)
         q = fit.step_efficiency(workload, samples_per_s, step, shape.vcpus) if hivemind else 1.0
-        data_usd = 3600 * samples_per_s * efficiency * q * perf.data_usd_per_sample(offer.location, data)
+        data_usd = 3600 * samples_per_s * q * perf.data_usd_per_sample(offer.location, data)
         loc = offer.location
         cand = Candidate(
             key=offer.offer_id, region=loc.region_scope, zone=loc.zone_scope, cloud=loc.cloud,

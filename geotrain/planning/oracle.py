@@ -58,7 +58,6 @@ class PerfOracle:
 
     def __post_init__(self) -> None:
         SyncStrategyName(self.strategy)
-        self.efficiency = self.fit.efficiency_of(self.workload)
         # allreduce: b, DDP's last bucket's share of the gradients (geotrain.perf.terms.ddp_step_s)
         self.bucket_share = ddp_bucket_share(self.workload.parameters)
         self.backward_share = BACKWARD_SHARE

@@ -120,7 +120,8 @@ class LocalSearch:
         """Two starts per region, and two over all regions: the listed candidates, cheapest per good
         sample first (and fastest first, for where a per-zone limit binds before the goal is reached),
         each taking as many nodes as the structural limits allow until their rates at full speed reach
-        the goal's rate (the target or floor, with a tenth to spare; hivemind keeps ``e`` of it) or
+        the goal's rate (the target or floor, with a tenth to spare; hivemind keeps each node's step
+        efficiency ``q`` of it) or
         their prices the budget."""
         cands, limits = self.problem.candidates, self.problem.limits
         floor = max(limits.min_samples_per_s or 0.0,
@@ -128,7 +129,8 @@ class LocalSearch:
         budget = limits.budget_usd_per_hour
         base = [c.minimum for c in cands]
         cap = self.problem.node_cap
-        keep = self.problem.oracle.efficiency if self.problem.oracle.strategy == "hivemind" else 1.0
+        hivemind = self.problem.oracle.strategy == "hivemind"
+        kept = [c.rate * c.goodput * (c.step_efficiency if hivemind else 1.0) for c in cands]
         by_region: dict[str, list[int]] = {}
         for i in self.listed:
             by_region.setdefault(cands[i].region, []).append(i)
@@ -139,11 +141,11 @@ class LocalSearch:
         orders += [(region, sorted(members, key=fastest_first)) for region, members in sorted(by_region.items())]
         for _, members in orders:
             x = list(base)
-            rate = keep * sum(c.rate * c.goodput * c.step_efficiency * n for c, n in zip(cands, x, strict=True))
+            rate = sum(k * n for k, n in zip(kept, x, strict=True))
             usd = sum((c.price_usd_per_hour + c.data_usd_per_hour) * n for c, n in zip(cands, x, strict=True))
             for i in members:
                 c = cands[i]
-                gain, price = keep * c.rate * c.goodput * c.step_efficiency, c.price_usd_per_hour + c.data_usd_per_hour
+                gain, price = kept[i], c.price_usd_per_hour + c.data_usd_per_hour
                 room = min(c.capacity - x[i], cap - sum(x))
                 if self.goal.objective == "max_throughput":
                     if budget is not None and price > 0:

@@ -41,7 +41,7 @@ class Candidate:
     minimum: int = 0  # at least this many (nodes kept on re-planning, must-use on-prem machines)
     data_usd_per_hour: float = 0.0  # egress for reading training data, one node at full speed
     pool: str = ""  # the capacity pool its accelerators come from (``Limits.pool_caps``); "" none
-    step_efficiency: float = 1.0  # hivemind: the share of e·rate a node keeps after the per-step cost, (0, 1]
+    step_efficiency: float = 1.0  # hivemind: the share of its rate a node keeps inside the protocol, (0, 1]
     host_factor: float = 1.0  # hivemind: its host's slowdown of the round overhead (≥ 1; the oracle's is 1)
 
     def __post_init__(self) -> None:
@@ -94,7 +94,6 @@ p may have, an upper bound where ``place_s`` is a lower one). ``pair_s(a, b, k)`
 
     strategy: str
     samples_per_round: float  # hivemind: the target batch size
-    efficiency: float  # hivemind: share of a GPU's rate kept inside the averaging protocol (the workload's)
     local_steps: int  # local-sgd: H; ma: K (its averaging pushes, one per step)
     accumulation_steps: int  # asgd-ga: A
     payload_bytes: float  # W: one copy of the parameters on the wire

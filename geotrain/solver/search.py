@@ -163,8 +163,10 @@ class Searcher:
                        reverse=True)
         bound = sum(rates[:cap])
         if self.problem.oracle.strategy == "hivemind" and rates:
-            # two or more nodes keep only e of their rate; one node alone keeps all of it
-            bound = max(rates[0], self.problem.oracle.efficiency * bound)
+            # two or more nodes keep only their step efficiency q of their rate; one node alone keeps all of it
+            kept = sorted((c.rate * c.goodput * c.step_efficiency for c in self.problem.candidates
+                           for _ in range(min(c.capacity, cap))), reverse=True)
+            bound = max(rates[0], sum(kept[:cap]))
         budget = self.problem.limits.budget_usd_per_hour
         if budget is not None:
             free = sum(c.rate * c.goodput * min(c.capacity, cap) for c in self.problem.candidates
@@ -178,14 +180,14 @@ class Searcher:
     def ratio_floor(self, at_least: float = 0.0) -> float:
         """A lower bound on $/sample of any mix training at least ``at_least`` samples/s: it is one
         node fast enough alone, or two or more nodes — each at best its candidate's cost per sample
-        at full speed, and with hivemind keeping only the efficiency ``e`` of it."""
+        at full speed, and with hivemind keeping only its step efficiency ``q`` of it."""
         cands = self.problem.candidates
         ratio = [c.usd_per_good_sample_s / 3600 for c in cands]
         single = min((ratio[i] for i in self._lone_nodes() if cands[i].rate * cands[i].goodput >= at_least),
                      default=math.inf)
         several = min(ratio)
         if self.problem.oracle.strategy == "hivemind":
-            several /= self.problem.oracle.efficiency
+            several = min(r / c.step_efficiency for r, c in zip(ratio, cands, strict=True))
         return min(single, several)
 
     def _lone_nodes(self) -> tuple[int, ...]:

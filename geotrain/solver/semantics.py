@@ -124,7 +124,7 @@ def throughput(problem: Problem, x: Sequence[int]) -> float:
         comm = max(fastest * overhead + _hivemind_terms(problem, x, k), slowest * overhead)
         inside = sum(c.rate * c.goodput * c.step_efficiency * n for c, n in zip(cands, x, strict=True))
         s = oracle.samples_per_round
-        return s / (s / (oracle.efficiency * inside) + comm)
+        return s / (s / inside + comm)
     if oracle.strategy == "allreduce":
         return _good_samples(problem, x) / oracle.step_s(_step(problem, x), _ring_term(problem, x, k))
     return oracle.local_steps * _good_samples(problem, x) / local_sgd_round(problem, x)

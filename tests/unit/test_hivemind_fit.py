@@ -83,17 +83,24 @@ def test_the_round_overhead_is_set_by_the_slowest_host():
 
 def test_a_multi_gpu_node_with_a_large_micro_batch_keeps_more_of_its_rate():
     fit = bundled_fit()
-    xlm = REGISTRY.get("roberta-xlm")
+    xlm, convnext = REGISTRY.get("roberta-xlm"), REGISTRY.get("convnext-large")
+    # one accelerator stepping the workload's micro-batch keeps e_w, what the runs measured
+    assert fit.node_share(convnext, convnext.samples_per_step) == pytest.approx(fit.efficiency_of(convnext))
+    # eight accelerators step eight micro-batches at once and pay the protocol's share once per step
+    e = fit.efficiency_of(convnext)
+    assert fit.node_share(convnext, 8 * convnext.samples_per_step) == pytest.approx(1 / (1 + (1 / e - 1) / 8))
     t4 = fit.step_efficiency(xlm, 208.8, 32, 8)
     dgx2 = fit.step_efficiency(xlm, 1811.4, 256, 96)
     assert 0 < t4 < dgx2 < 1
-    # the fixed cost per step vanishes as the micro-batch grows: the share tends to e_w
+    # the DGX-2 keeps far more of its convnext-large rate than the share a T4 VM keeps
+    assert fit.step_efficiency(convnext, 413.1, 256, 96) > 1.5 * fit.step_efficiency(convnext, 80.8, 32, 8)
+    # both the share and the fixed cost per step vanish as the micro-batch grows
     assert fit.step_efficiency(xlm, 1811.4, 10**9, 96) == pytest.approx(1.0)
 
 
 def test_the_solver_takes_each_candidates_step_efficiency_and_bounds_the_host_by_the_fastest():
     class Oracle:
-        strategy, samples_per_round, efficiency = "hivemind", 32768.0, 0.6
+        strategy, samples_per_round = "hivemind", 32768.0
         local_steps, accumulation_steps, payload_bytes = 1, 1, 1e9
 
         def overhead_s(self, k): return 2.0
@@ -105,8 +112,8 @@ def test_the_solver_takes_each_candidates_step_efficiency_and_bounds_the_host_by
         def site_s(self, s, m, k): return None
         def usd_per_byte(self, a, b): return 0.0
 
-    fast = Candidate("fast", "aws/r", "aws/r/a", "aws", "spot", 1.0, 100.0, 1.0, 32, 1, 4)
-    slow = replace(fast, key="slow", step_efficiency=0.5, host_factor=3.0)
+    fast = Candidate("fast", "aws/r", "aws/r/a", "aws", "spot", 1.0, 100.0, 1.0, 32, 1, 4, step_efficiency=0.6)
+    slow = replace(fast, key="slow", step_efficiency=0.3, host_factor=3.0)
     problem = Problem((fast, slow), Oracle())
     s = 32768.0
     assert semantics.throughput(problem, (2, 0)) == pytest.approx(s / (s / (0.6 * 200) + 2.0))

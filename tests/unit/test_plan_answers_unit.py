@@ -73,10 +73,11 @@ def test_a_budget_plan_that_spends_what_it_can_says_budget():
 
 
 def test_a_budget_plan_where_one_more_node_trains_no_faster_says_communication():
-    # hivemind keeps only 60% of the rate of two or more nodes: the fast node alone beats it with any other
+    # hivemind keeps only 60% of the rate of two or more nodes (the candidates' step efficiency): the fast
+    # node alone beats it with any other
     cands = (candidate("fast", "aws/us-east-1", 1.0, 1000.0, capacity=1),
              candidate("slow", "aws/us-east-1", 0.1, 10.0, capacity=5, zone="aws/us-east-1/b"))
-    problem = Problem(cands, FakeOracle(strategy="hivemind", efficiency=0.6), Limits(max_nodes=8, budget_usd_per_hour=50.0))
+    problem = Problem(cands, FakeOracle(strategy="hivemind"), Limits(max_nodes=8, budget_usd_per_hour=50.0))
     found, counts = reasons(problem)
     assert counts == (1, 0)
     assert found == {"capacity": 1, "communication": 1}

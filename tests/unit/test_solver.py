@@ -23,7 +23,6 @@ class FakeOracle:
 
     strategy: str = "hivemind"
     samples_per_round: float = 4096.0
-    efficiency: float = 0.6
     local_steps: int = 8
     accumulation_steps: int = 4
     payload_bytes: float = 2e8
@@ -76,10 +75,12 @@ def region_of(place: str) -> str:
 
 
 def candidate(key, region, price, rate, capacity=3, market="spot", zone=None, minimum=0, step=32, goodput=1.0,
-              data=0.0, accelerators=1):
+              data=0.0, accelerators=1, share=0.6):
+    """``share``: the node's step efficiency, the share of its rate it keeps inside Hivemind."""
     return Candidate(key=key, region=region, zone=zone or region + "/a", cloud=region.split("/")[0], market=market,
                      price_usd_per_hour=price, rate=rate, goodput=goodput, samples_per_step=step,
-                     accelerators=accelerators, capacity=capacity, minimum=minimum, data_usd_per_hour=data)
+                     accelerators=accelerators, capacity=capacity, minimum=minimum, data_usd_per_hour=data,
+                     step_efficiency=share)
 
 
 def negligible(problem: Problem) -> float:
@@ -288,7 +289,7 @@ def test_a_no_good_cut_keeps_the_mixes_that_leave_a_full_candidate_out():
                          accelerators=1, capacity=1, minimum=0, data_usd_per_hour=0.0)
     pairs = [("aws/us-east-1", "gcp/europe-west3"), ("aws/us-east-1", "azure/eastus"),
              ("azure/eastus", "gcp/europe-west3")]
-    oracle = FakeOracle(strategy="allreduce", samples_per_round=4096.0, efficiency=0.6, local_steps=8,
+    oracle = FakeOracle(strategy="allreduce", samples_per_round=4096.0, local_steps=8,
                         accumulation_steps=4, payload_bytes=2e8, inside={}, between={k: (1.0, 0.0) for k in pairs},
                         price={**{k: 0.0 for k in pairs}, **{(b, a): 0.0 for a, b in pairs}},
                         cross_zone_price=1e-11)

@@ -8,8 +8,7 @@ Sets and data
 one region ``r(p)``; ``k ∈ {1..N}`` node counts (``N`` = max nodes). The oracle gives the round's
 overhead ``A_k`` and communication terms: ``ρ_p(k)`` inside place p, ``π_{pp'}(k)`` between two
 places, ``σ_{s,m}(k)`` for an on-prem site holding m nodes, ``β_p`` a broadcast inside p; and prices
-``c_{pp'}`` ($/byte, both sides of a transfer). ``S`` = samples per round (hivemind), ``e`` = Hivemind
-efficiency, ``W`` = payload bytes, ``H``/``A`` = local / accumulation steps, ``m̄ = max_i m_i``,
+``c_{pp'}`` ($/byte, both sides of a transfer). ``S`` = samples per round (hivemind), ``W`` = payload bytes, ``H``/``A`` = local / accumulation steps, ``m̄ = max_i m_i``,
 ``τ_min = min_i m_i/s_i``, ``v(k) = 2(k−1)/k``; ``C_p = Σ_{i∈p} x_i``, ``n = Σ_i x_i``.
 
 Variables
@@ -33,7 +32,7 @@ Constraints (all strategies)
 Throughput ≥ t
 --------------
 *hivemind* — with ``R = Σ_i s_i g_i q_i x_i`` (``q_i``: the candidate's step efficiency, the share of
-``e·s_i`` a node keeps after the protocol's per-step cost) and ``c(k, τ) = S·t / (e·(S − t·(h·A_k + τ)))``,
+``s_i`` a node keeps inside the protocol) and ``c(k, τ) = S·t / (S − t·(h·A_k + τ))``,
 ``h = min_i h_i`` the fastest candidate's host factor (the perf model scales the overhead by the
 mix's slowest host: ``h·A_k`` is a lower bound on it, and the referee's cuts close the gap)::
 
@@ -44,7 +43,7 @@ mix's slowest host: ``h·A_k`` is a lower bound on it, and the referee's cuts cl
     R ≥ Σ_{k≥2} w_k·c(k, (L − h)·A_k)   − M·(1 − z_L),  Σ_{h_i ≥ L} x_i ≤ N·z_L   each host level L > h
 
 so ``T = max(h·A_k + max(active terms), h_max·A_k)`` (``h_max``: the slowest host in use; the perf
-model's ``h_max·A_k + max(terms)`` is at least that) and ``S/(S/(eR) + T) ≥ t``. ``π`` is the single-stream pair term,
+model's ``h_max·A_k + max(terms)`` is at least that) and ``S/(S/R + T) ≥ t``. ``π`` is the single-stream pair term,
 ``ρ`` a node's egress over its own cap, ``σ`` a site's traffic over its uplink (its aggregate); the perf
 model's per-region aggregate term (all streams of a VM or site to another region through one
 aggregate cap) has no row, which only under-states T.

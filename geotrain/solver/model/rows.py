@@ -196,7 +196,7 @@ class Builder(EgressRows):
         """c(k, τ): the good compute rate R hivemind needs with k nodes and extra time τ."""
         o, t = self.o, self.t
         slack = o.samples_per_round - t * (self.tb.overhead[k] + tau)
-        return o.samples_per_round * t / (o.efficiency * slack) if slack > 0 else float("inf")
+        return o.samples_per_round * t / slack if slack > 0 else float("inf")
 
     def _hivemind(self) -> None:
         s, tb, cands = self.s, self.tb, self.cands
