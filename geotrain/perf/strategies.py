@@ -70,8 +70,8 @@ efficiencies::
     1/r'_g   = 1/r_g + h_g·λ_k·(P/1e9)/mb_g            (a workload of kind k without runs)
 
 A multi-GPU node with a large micro-batch (a DGX-2) amortises both over many samples, a single
-small GPU on a small VM over few. Every run ``e_w`` and ``κ`` were fitted on stepped 32 samples on
-one GPU, where a share of the step and a cost per step are the same figure; the amortisation is
+small GPU on a small VM over few. The runs ``e_w`` and ``κ`` were fitted on all stepped 32 samples
+on one GPU, where a share of the step and a cost per step are the same figure; the amortisation is
 the form's, checked against nothing measured here (Erben et al.'s hybrid runs with the DGX-2 are
 not in ``../shared/data``): on them the share form without it, ``e_w·r``, cost the DGX-2 half of its
 convnext-large rate, as it does a T4 VM, and predicted the hybrid mixes 24–41 % below what was

@@ -8,8 +8,8 @@ Sets and data
 one region ``r(p)``; ``k ∈ {1..N}`` node counts (``N`` = max nodes). The oracle gives the round's
 overhead ``A_k`` and communication terms: ``ρ_p(k)`` inside place p, ``π_{pp'}(k)`` between two
 places, ``σ_{s,m}(k)`` for an on-prem site holding m nodes, ``β_p`` a broadcast inside p; and prices
-``c_{pp'}`` ($/byte, both sides of a transfer). ``S`` = samples per round (hivemind), ``W`` = payload bytes, ``H``/``A`` = local / accumulation steps, ``m̄ = max_i m_i``,
-``τ_min = min_i m_i/s_i``, ``v(k) = 2(k−1)/k``; ``C_p = Σ_{i∈p} x_i``, ``n = Σ_i x_i``.
+``c_{pp'}`` ($/byte, both sides of a transfer). ``S`` = samples per round (hivemind), ``W`` = payload
+bytes, ``H``/``A`` = local / accumulation steps, ``m̄ = max_i m_i``, ``τ_min = min_i m_i/s_i``, ``v(k) = 2(k−1)/k``; ``C_p = Σ_{i∈p} x_i``, ``n = Σ_i x_i``.
 
 Variables
 ---------
