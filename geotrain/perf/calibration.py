@@ -34,7 +34,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 
 from geotrain.domain import Continent, InstanceShape, InterruptionSignal, Location, Market, NodeGroup, Offer
-from geotrain.perf.strategies import Hivemind, HivemindFit, PeerGroup, Topology
+from geotrain.perf.hivemind_fit import HivemindFit
+from geotrain.perf.strategies import Hivemind, PeerGroup, Topology
 from geotrain.perf.workloads import Workload
 
 WORKLOAD_MICRO_BATCH = 32  # per GPU in every multi-peer run (erben-calibration.md; 256 on the DGX-2, not among them)

@@ -31,9 +31,8 @@ from geotrain.perf.host import LocalHost, LocalRates, LoopbackNetwork
 from geotrain.perf.network import LinkEstimate, NetworkModel, SitePlacement
 from geotrain.perf.nic import MachineNetworks
 from geotrain.perf.rates import ComputeRate, RateTable
-from geotrain.perf.strategies import (
-    Bottleneck, HivemindFit, PeerGroup, Strategy, Topology,
-)
+from geotrain.perf.hivemind_fit import HivemindFit
+from geotrain.perf.strategies import Bottleneck, PeerGroup, Strategy, Topology
 from geotrain.perf.workloads import Workload
 from geotrain.strategies import entry, resolve
 

@@ -52,7 +52,15 @@ site or cross a region pair). ``T_calc`` still counts every peer: all of them ac
 batch. Where each term was measured, and how far it may be carried: ``f0``, ``β``, ``γ`` and ``e_w``
 on Erben et al.'s runs of 2 to 8 peers in one group (``G`` = 16 leaves them as fitted); beyond 8
 peers in a group, ``β·m`` is carried linearly up to ``G`` and no further, as the library's groups
-are bounded there.
+are bounded there. The library itself, at more peers (``bench/hivemind_groups.py``: 8, 16 and 32
+local peers of its ``DecentralizedAverager`` with the runtime's averaging options, on 2 cores):
+at 8 and 16 peers it formed groups of exactly ``G`` = 4, 8 and 16, every peer in one each round,
+as ``m = min(n, G)`` says; at 32 its groups were smaller than ``G`` (2 to 14) and a few peers
+found none, with 96 processes on the 2 cores (timed matchmaking on an overloaded machine; not
+separable here from a limit of the library). Its host work per peer and round grew with the
+swarm, not the group: 0.17, 0.31 and 0.52–0.74 CPU-seconds at 8, 16 and 32 peers whatever ``G``
+(every peer looks for its group in one DHT key that all of them declare in), about 0.02 s per peer
+against ``β`` = 0.35 s per peer of a group: the model leaves it out.
 
 The round's host work is ``γ·P``, not in ``n``: in a butterfly each peer reduces its ``1/n`` share of
 the vector from all ``n`` peers (``n·W/n = W``), copies the whole vector out and the average back,
@@ -150,6 +158,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from geotrain.domain import CLOUD_ONPREM, Location, SyncSettings, SyncStrategyName
+from geotrain.perf.hivemind_fit import HivemindFit
 from geotrain.perf.network import LinkEstimate
 from geotrain.perf.terms import (
     asgd_push_s, butterfly_pair_s, ddp_bucket_share, ddp_step_s, hivemind_aggregate_s, hivemind_group,
@@ -239,64 +248,6 @@ class Topology:
         """Unordered group pairs (i <= j) that have at least one node pair."""
         return [(i, j) for i in range(len(self.groups)) for j in range(i, len(self.groups))
                 if i != j or self.groups[i].count > 1]
-
-
-@dataclass(frozen=True, slots=True)
-class HivemindFit:
-    """Fitted constants of the hivemind strategy (see ``perf/data/calibration.json``).
-
-    ``efficiency``: ``e_w`` per workload with runs; ``unseen_step_s_per_gparam``: ``λ_k`` per workload
-    kind, the whole per-step cost of a workload without runs; ``step_s_per_gparam``: ``κ``;
-    ``round_floor_s``, ``per_peer_s``, ``per_gparam_s``: ``f0``, ``β``, ``γ`` on the fastest host (host
-    factor 1); ``host_vcpus``: ``V``, ``host_exponent``: ``α``; ``unknown_vcpus``: what a node of unknown
-    size counts as."""
-
-    efficiency: dict[str, float]
-    unseen_step_s_per_gparam: dict[str, float]
-    round_floor_s: float
-    per_peer_s: float
-    per_gparam_s: float
-    step_s_per_gparam: float = 0.0
-    host_vcpus: float = 1.0
-    host_exponent: float = 0.0
-    unknown_vcpus: float = 8.0
-
-    def terms(self, workload: Workload) -> tuple[float, float]:
-        """(e, per-step seconds per billion parameters): ``(e_w, κ)`` for a workload with runs, ``(1, λ_k)``
-        for one without (the largest ``λ`` where its kind has none; ``κ`` where no ``λ`` was fitted)."""
-        e = self.efficiency.get(workload.name)
-        if e is not None:
-            return e, self.step_s_per_gparam
-        unseen = self.unseen_step_s_per_gparam
-        return 1.0, unseen.get(workload.kind, max(unseen.values(), default=self.step_s_per_gparam))
-
-    def efficiency_of(self, workload: Workload) -> float:
-        return self.terms(workload)[0]
-
-    def host_factor(self, vcpus: float) -> float:
-        """h(v) = (min(v, V)/V)^(−α) ≥ 1: how much slower than the fastest host Hivemind's own work runs."""
-        v = vcpus if vcpus > 0 else self.unknown_vcpus
-        return (min(v, self.host_vcpus) / self.host_vcpus) ** -self.host_exponent
-
-    def node_share(self, workload: Workload, samples_per_step: int) -> float:
-        """e' = 1 / (1 + (1/e_w − 1)·mb_w/mb): the share of its rate a node stepping ``mb`` samples
-        keeps of what the protocol takes per step; ``mb_w`` (the workload's micro-batch, one
-        accelerator's step in the runs ``e_w`` was measured on) gives ``e_w`` back."""
-        e = self.efficiency_of(workload)
-        return 1.0 / (1.0 + (1.0 / e - 1.0) * workload.samples_per_step / samples_per_step)
-
-    def step_efficiency(self, workload: Workload, samples_per_s: float, samples_per_step: int, vcpus: float) -> float:
-        """e'·q, q = 1 / (1 + h·κ·(P/1e9)·e'·r / mb): the share of its rate ``r`` a node keeps inside
-        Hivemind, the protocol's share per step (``e'``) and its fixed cost per step (``q``) both
-        amortised over the node's micro-batch ``mb``."""
-        e = self.node_share(workload, samples_per_step)
-        fixed = self.host_factor(vcpus) * self.terms(workload)[1] * workload.parameters / 1e9
-        return e / (1.0 + fixed * e * samples_per_s / samples_per_step)
-
-    def node_rate(self, workload: Workload, group: PeerGroup) -> float:
-        """r_eff = e'·q·r: what one node of ``group`` trains inside Hivemind."""
-        return group.samples_per_s * self.step_efficiency(workload, group.samples_per_s, group.samples_per_step,
-                                                          group.vcpus)
 
 
 @dataclass(frozen=True, slots=True)

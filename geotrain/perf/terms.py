@@ -15,7 +15,7 @@ from geotrain.perf.network import LinkEstimate
 from geotrain.perf.nic import nccl_streams
 
 if TYPE_CHECKING:
-    from geotrain.perf.strategies import HivemindFit
+    from geotrain.perf.hivemind_fit import HivemindFit
 
 # DDP (torch.nn.parallel.DistributedDataParallel): gradients are all-reduced in buckets of
 # ``bucket_cap_mb`` = 25 MiB (its default) as the backward pass fills them

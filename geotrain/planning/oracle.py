@@ -22,7 +22,7 @@ import numpy as np
 from geotrain.domain import CLOUD_ONPREM, Location, SyncStrategyName
 from geotrain.perf.network import NetworkModel
 from geotrain.perf.workloads import Workload
-from geotrain.perf.strategies import HivemindFit
+from geotrain.perf.hivemind_fit import HivemindFit
 from geotrain.perf.terms import (
     BACKWARD_SHARE, asgd_push_s, butterfly_pair_s, ddp_bucket_share, ddp_step_s, hivemind_group,
     hivemind_node_egress_s, hivemind_overhead_s, hivemind_pair_s, hivemind_reach, hivemind_site_s, nccl_link,

@@ -151,7 +151,8 @@ def test_a_measured_pair_serves_regions_near_its_ends_scaled_by_rtt():
 
 
 def hivemind_transfer(net, groups, uplinks=None):
-    from geotrain.perf.strategies import Hivemind, HivemindFit, PeerGroup, Topology
+    from geotrain.perf.hivemind_fit import HivemindFit
+    from geotrain.perf.strategies import Hivemind, PeerGroup, Topology
 
     fit = HivemindFit({}, {}, 0.0, 0.0, 0.0)
     topo = Topology([PeerGroup(loc, n, 100.0, 32) for loc, n in groups], net.link,
