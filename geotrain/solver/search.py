@@ -157,16 +157,25 @@ class Searcher:
         return self.model.evaluate(counts)
 
     def upper_rate(self) -> float:
-        """No mix trains faster than its nodes alone at full speed, nor than the budget can buy."""
+        """No mix trains faster than its nodes alone at full speed, nor than the budget can buy.
+
+        hivemind: one node alone keeps all of its rate; k ≥ 2 nodes keep their step efficiency q of it,
+        ``R_k`` at most (the k largest kept rates), and every round of S samples also pays the protocol's
+        overhead ``A_k`` (``Tables.overhead``, the least any k-node mix pays), so ``t ≤ S·R_k/(S + R_k·A_k)``:
+        the rows' own ``R ≥ S·t/(S − t·A_k)`` solved for t."""
         cap = self.problem.node_cap
         rates = sorted((c.rate * c.goodput for c in self.problem.candidates for _ in range(min(c.capacity, cap))),
                        reverse=True)
         bound = sum(rates[:cap])
         if self.problem.oracle.strategy == "hivemind" and rates:
-            # two or more nodes keep only their step efficiency q of their rate; one node alone keeps all of it
             kept = sorted((c.rate * c.goodput * c.step_efficiency for c in self.problem.candidates
                            for _ in range(min(c.capacity, cap))), reverse=True)
-            bound = max(rates[0], sum(kept[:cap]))
+            per_round, overhead = self.problem.oracle.samples_per_round, self.model.tables.overhead
+            bound, total = rates[0], 0.0
+            for k, rate in enumerate(kept[:cap], 1):
+                total += rate
+                if k >= 2:
+                    bound = max(bound, total * per_round / (per_round + total * overhead.get(k, 0.0)))
         budget = self.problem.limits.budget_usd_per_hour
         if budget is not None:
             free = sum(c.rate * c.goodput * min(c.capacity, cap) for c in self.problem.candidates
@@ -304,7 +313,8 @@ class Searcher:
         if not first.found:
             return self._result("max_throughput", None, 0.0, start)
         reach = lambda sol, t: max(t, sol.samples_per_s)  # noqa: E731
-        best, low = first, reach(first, first.target_samples_per_s)
+        best, low = self._fastest_known(first), reach(first, first.target_samples_per_s)
+        low = max(low, best.samples_per_s)  # the bisection starts above every mix evaluated so far
         self._track(best, high, "samples_per_s")
         while high - low > self.tolerance * low and not self.out_of_time():
             t = math.sqrt(low * high)
@@ -322,6 +332,17 @@ class Searcher:
             best = self._cheapest_tied(best)
             low = min(low, best.samples_per_s)  # the gap is the chosen mix's
         return self._result("max_throughput", best, max(0.0, (high - low) / high), start, high, "samples_per_s")
+
+    def _fastest_known(self, first: Solution) -> Solution:
+        """``first``, or the fastest admissible mix evaluated so far (a local search's, a baseline) where
+        that trains faster: a mix the bisection need not solve for again."""
+        known = max(self.model.known_mixes(), key=lambda ce: (ce[1].samples_per_s, -ce[1].usd_per_hour),
+                    default=None)
+        if known is None or known[1].samples_per_s <= first.samples_per_s:
+            return first
+        counts, evaluation = known
+        return Solution(SolveStatus.FEASIBLE, counts, evaluation.usd_per_hour, None, 0.0, 0,
+                        evaluation.samples_per_s, samples_per_s=evaluation.samples_per_s)
 
     def _cheapest_tied(self, best: Solution) -> Solution:
         """Ties on throughput go to the cheaper mix: of the admissible mixes evaluated so far that train

@@ -6,6 +6,8 @@ counts fixed must be feasible at the target rate the perf model gives that mix, 
 the perf model's. Checked with no lazy row yet (the model's first solve: its under-estimates), and
 with the mix's own lazy rows added (where the search converges). A row that over-states a mix's time
 or cost would make the MIP infeasible here: that is a false "out of reach" on the user's screen.
+The search's own bound on the rate (``Searcher.upper_rate``, which answers "out of reach" without a
+solve) is checked on the same mixes.
 """
 
 from __future__ import annotations
@@ -72,6 +74,8 @@ def check(ctx, counts) -> None:  # noqa: ANN001
     if truth.samples_per_s <= 0:
         return
     target = truth.samples_per_s * (1 - 1e-6)
+    top = ctx.searcher().upper_rate()  # "out of reach" is said at once above it: no mix may train faster
+    assert top >= target, f"{problem.oracle.strategy}: upper_rate {top:,.1f} below a mix's {truth.samples_per_s:,.1f}"
     for lazy in (Lazy(), converged_lazy(problem, counts)):
         feasible, usd = mip_at(problem, counts, target, lazy)
         where = (f"{problem.oracle.strategy}, {len(problem.regions)} regions, "
