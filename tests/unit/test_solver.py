@@ -222,6 +222,16 @@ def test_max_throughput_equals_brute_force(problem):
     assert admissible(problem, result.solution.counts)
 
 
+@SETTINGS
+@given(problem=instances())
+def test_the_rate_bound_is_above_every_admissible_mix(problem):
+    """``upper_rate`` answers "out of reach" with no solve and bounds every bisection: no admissible mix
+    (brute force on the referee) may train faster, whatever the strategy."""
+    top = max((figures(problem, x).samples_per_s for x in brute_force(problem) if admissible(problem, x)),
+              default=0.0)
+    assert Searcher(problem).upper_rate() >= top * (1 - 1e-9)
+
+
 # the same referee as min_cost_per_sample, with a rate floor: fewer suffice
 @settings(SETTINGS, max_examples=examples(20, 60))
 @given(problem=instances(), fraction=st.floats(0.05, 1.0))
