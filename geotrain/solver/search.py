@@ -25,7 +25,7 @@ decrease with ``t``: a higher target shrinks the feasible set and raises the egr
 
 Every objective also runs the referee's own search (``geotrain.solver.local``, :meth:`Searcher.polish`):
 a local search on the referee's figures from the best mixes known (the baselines), a fill of every
-region and the region-by-region fills, before the MIP (a short one, ``DEFAULT_EVALUATIONS`` mixes: its
+region and the region-by-region fills, before the MIP (a short one, ``PRE_MIP_EVALUATIONS`` mixes: its
 best mix is the MIP's cutoff, so the MIP looks only below it) and after it where the MIP did not prove
 its mix optimal (the time left, up to ``POLISH_EVALUATIONS`` mixes). min_cost gives its MIP
 ``MIP_SHARE`` of the time left, so that a mix the MIP cannot prove is still improved by the local
@@ -52,12 +52,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from geotrain.solver import semantics
-from geotrain.solver.local import DEFAULT_EVALUATIONS, Goal, LocalSearch, score
+from geotrain.solver.local import Goal, LocalSearch, score
 from geotrain.solver.model import DEFAULT_TOLERANCE, TargetModel
 from geotrain.solver.problem import Evaluation, Problem
 from geotrain.solver.result import SearchResult, Solution, SolveStatus
 
 POLISH_STARTS = 3  # local search starts: the best known mixes and the best region fills, this many of each
+PRE_MIP_EVALUATIONS = 600  # the local search before the MIP: its best mix is the MIP's cutoff
 POLISH_EVALUATIONS = 200_000  # the local search's budget: this many mixes, or its share of the time limit
 MIP_SHARE = 0.5  # min_cost: the MIP's share of the time left; a mix it does not prove gets the rest polished
 FRONTIER_EVALUATIONS = 600  # the frontier's local search for the fastest mixes
@@ -261,7 +262,7 @@ class Searcher:
         # needed; after it, the time left, up to a large budget
         left = self.time_limit_s - (time.perf_counter() - self.started)
         search = LocalSearch(self.problem, self.evaluate, goal,
-                             max_evaluations=DEFAULT_EVALUATIONS if best is None else POLISH_EVALUATIONS,
+                             max_evaluations=PRE_MIP_EVALUATIONS if best is None else POLISH_EVALUATIONS,
                              deadline=time.perf_counter() + left)
         ranked = lambda mixes: sorted((s, x) for x in mixes if (s := search.score_of(x)) is not None)  # noqa: E731
         known = [x for x in self.model.evaluated() if semantics.structurally_feasible(self.problem, x)]
