@@ -193,7 +193,8 @@ def refresh(
     summary = {
         "snapshot_id": outcome.snapshot.snapshot_id, "parent_id": outcome.parent_id, "offers": outcome.offers,
         "snapshot_offers": len(outcome.snapshot), "seconds": round(outcome.seconds, 2),
-        "clouds": [{"cloud": r.cloud, "offers": len(r.rows), "skipped": [list(s) for s in r.skipped],
+        "clouds": [{"cloud": r.cloud, "offers": len(r.rows), "skipped": [{"region": s.region, "data": s.data, "why": s.why}
+                                                                 for s in r.skipped],
                     "signals": dict(r.signals), "calls": dict(r.calls)} for r in outcome.results],
         "failed": [list(f) for f in outcome.failed], "unmapped_regions": [list(u) for u in outcome.unmapped],
     }
@@ -204,8 +205,8 @@ def refresh(
     for r in outcome.results:
         signals = ", ".join(f"{n} {k}" for k, n in sorted(r.signals.items())) or "no capacity or interruption signals"
         out.print(f"{r.cloud}: {len(r.rows)} offers ({signals})")
-        for region_name, why in r.skipped:
-            out.print(f"  skipped {region_name}: {why}")
+        for s in r.skipped:
+            out.print(f"  skipped {s.data} of {'every region' if s.region == '*' else s.region}: {s.why}")
     for cloud_name, why in outcome.failed:
         out.print(f"{cloud_name}: not refreshed: {why}")
     for cloud_name, region_name in outcome.unmapped:

@@ -18,7 +18,7 @@ from botocore.config import Config
 from geotrain.errors import CatalogError, CredentialsError
 from geotrain.pricing.geography import continent_of
 from geotrain.pricing.live.aws import AwsSource, canonical_accelerator
-from geotrain.pricing.live.base import FetchRequest, PriceSource
+from geotrain.pricing.live.base import ON_DEMAND_PRICES, SPOT_PRICES, FetchRequest, PriceSource
 from geotrain.pricing.schema import KEY_COLUMNS, parse_offers
 from tests.fakes.aws import FakeAws, bundled_aws_rows, placement_score
 
@@ -158,19 +158,34 @@ def test_throttling_is_retried_with_backoff(fake):
     assert result.calls["DescribeSpotPriceHistory"] == unthrottled + 2  # each throttled call sent again
 
 
-def test_throttling_that_outlasts_the_retries_skips_the_region(fake):
+def test_throttling_that_outlasts_the_retries_skips_that_kind_of_data(fake):
     fake.throttle = {"DescribeSpotPriceHistory": 3}  # all 3 attempts of us-east-1 (the first region)
     result = source(fake, attempts=3).fetch(FetchRequest(regions=frozenset({"us-east-1", "us-west-2"})))
-    skipped = dict(result.skipped)
-    assert "RequestLimitExceeded" in skipped["us-east-1"]
-    assert {r["region"] for r in result.rows} == {"us-west-2"}  # the throttles were used up on us-east-1
+    assert [(s.region, s.data) for s in result.skipped] == [("us-east-1", SPOT_PRICES)]
+    assert "RequestLimitExceeded" in result.skipped[0].why
+    # the throttles were used up on us-east-1's spot prices: its on-demand rows and all of us-west-2 are kept
+    assert {(r["region"], r["market"]) for r in result.rows} == {
+        ("us-east-1", "on_demand"), ("us-west-2", "on_demand"), ("us-west-2", "spot")}
+
+
+def test_a_refused_price_list_keeps_the_spot_rows(fake):
+    """A role without pricing:GetProducts (or a policy that blocks us-east-1, where the Price List API
+    lives) still refreshes every spot price; on-demand prices are skipped with the reason."""
+    fake.denied = {"GetProducts"}
+    result = source(fake).fetch(FetchRequest(regions=frozenset({"us-east-1", "us-west-2"})))
+    want = {k for k in fake.expected_rows(frozenset({"us-east-1", "us-west-2"})) if k[4] == "spot"}
+    assert keyed(result.rows).keys() == want and want
+    assert [(s.region, s.data) for s in result.skipped] == [("us-east-1", ON_DEMAND_PRICES),
+                                                           ("us-west-2", ON_DEMAND_PRICES)]
+    assert all("GetProducts: AccessDeniedException" in s.why and "pricing:GetProducts" in s.why
+               for s in result.skipped)
 
 
 def test_one_failing_region_is_skipped_with_the_reason(fake):
     fake.failing_regions = {"us-west-2"}
     result = source(fake).fetch(FetchRequest(regions=frozenset({"us-east-1", "us-west-2"})))
-    assert [r for r, _ in result.skipped] == ["us-west-2"]
-    assert "Unavailable" in result.skipped[0][1]
+    assert [s.region for s in result.skipped] == ["us-west-2"]
+    assert "Unavailable" in result.skipped[0].why
     assert {r["region"] for r in result.rows} == {"us-east-1"}
     assert keyed(result.rows).keys() == set(fake.expected_rows(EAST))
 
@@ -179,14 +194,14 @@ def test_a_failing_home_region_refreshes_nothing_and_says_why(fake):
     fake.failing_regions = {"us-east-1"}
     result = source(fake).fetch(FetchRequest(regions=EAST))
     assert result.rows == ()
-    assert result.skipped[0][0] == "*" and "DescribeRegions" in result.skipped[0][1]
+    assert result.skipped[0].region == "*" and "DescribeRegions" in result.skipped[0].why
 
 
 def test_a_region_the_account_does_not_list_is_skipped(fake):
     fake.regions = {"us-east-1", "eu-west-1"}
     result = source(fake).fetch(FetchRequest(regions=frozenset({"us-east-1", "us-west-2"})))
-    assert [r for r, _ in result.skipped] == ["us-west-2"]
-    assert "DescribeRegions" in result.skipped[0][1]
+    assert [s.region for s in result.skipped] == ["us-west-2"]
+    assert "DescribeRegions" in result.skipped[0].why
 
 
 @pytest.mark.parametrize("operation, words", [
@@ -226,7 +241,7 @@ def test_refused_placement_scores_leave_capacity_unknown(fake):
     fake.denied = {"GetSpotPlacementScores"}
     result = source(fake).fetch(FetchRequest(regions=EAST, accelerators=frozenset({"V100"})))
     assert result.rows and all(r["availability"] == "" for r in result.rows)
-    assert result.skipped[0][0] == "*" and "UnauthorizedOperation" in result.skipped[0][1]
+    assert result.skipped[0].region == "*" and "UnauthorizedOperation" in result.skipped[0].why
 
 
 def test_unreachable_spot_advisor_feed_leaves_bands_empty(fake):
@@ -236,7 +251,7 @@ def test_unreachable_spot_advisor_feed_leaves_bands_empty(fake):
         FetchRequest(regions=EAST, accelerators=frozenset({"V100"})))
     spot = [r for r in result.rows if r["market"] == "spot"]
     assert spot and all(r["interruption_band"] == "" for r in spot)
-    assert any(region == "*" and "Spot Advisor" in why for region, why in result.skipped)
+    assert any(s.region == "*" and "Spot Advisor" in s.why for s in result.skipped)
 
 
 # ---------------------------------------------------------------------------------------- credentials

@@ -28,7 +28,7 @@ from geotrain.pricing.live.azure import (  # noqa: E402
     band_of_eviction_rate,
     parse_eviction_rows,
 )
-from geotrain.pricing.live.base import FetchRequest  # noqa: E402
+from geotrain.pricing.live.base import EVERY_OFFER, FetchRequest, Skipped  # noqa: E402
 from geotrain.pricing.schema import KEY_COLUMNS, parse_offers  # noqa: E402
 from tests.fakes.azure_server import CPU_ONLY_SIZE, SUBSCRIPTION_ID, AzureFake, bundled_azure_rows  # noqa: E402
 
@@ -178,14 +178,15 @@ def test_throttling_that_does_not_stop_skips_the_region(fake):
     fake.throttle = {"prices": 100}
     result = fetch(fake, regions=frozenset({"eastus"}), backoff_attempts=3)
     assert result.rows == ()
-    assert result.skipped == (("eastus", "Retail Prices API still throttling after 3 tries; try again later"),)
+    assert result.skipped == (Skipped("eastus", EVERY_OFFER,
+                                      "Retail Prices API still throttling after 3 tries; try again later"),)
 
 
 def test_resource_skus_that_cannot_be_listed_skip_every_region_asked(fake):
     fake.throttle = {"skus": 100}
     result = fetch(fake, regions=TWO_REGIONS, backoff_attempts=2)
-    assert result.rows == () and [r for r, _ in result.skipped] == sorted(TWO_REGIONS)
-    assert all("resource SKUs could not be listed (HTTP 429" in why for _, why in result.skipped)
+    assert result.rows == () and [s.region for s in result.skipped] == sorted(TWO_REGIONS)
+    assert all("resource SKUs could not be listed (HTTP 429" in s.why for s in result.skipped)
     assert fake.calls()["prices"] == 0
 
 
@@ -193,8 +194,8 @@ def test_a_failing_region_is_skipped_with_the_reason_and_the_others_are_kept(fak
     fake.failing_regions = {"westeurope"}
     result = fetch(fake, regions=TWO_REGIONS)
 
-    assert [region for region, _ in result.skipped] == ["westeurope"]
-    assert "HTTP 503" in result.skipped[0][1]
+    assert [s.region for s in result.skipped] == ["westeurope"]
+    assert "HTTP 503" in result.skipped[0].why
     assert {r["region"] for r in result.rows} == {"eastus"}
     assert set(keyed(result.rows)) == {k for k, r in keyed(fake.served_rows()).items() if r["region"] == "eastus"}
 
@@ -252,8 +253,8 @@ def test_a_fake_serving_a_subset_of_regions_gives_exactly_those(fake):
 def test_a_region_without_gpu_sizes_is_skipped_with_the_reason(fake):
     fake.regions = {"eastus"}
     result = fetch(fake, regions=frozenset({"eastus", "westeurope"}))
-    assert [r for r, _ in result.skipped] == ["westeurope"]
-    assert "no GPU VM size" in result.skipped[0][1]
+    assert [s.region for s in result.skipped] == ["westeurope"]
+    assert "no GPU VM size" in result.skipped[0].why
 
 
 def test_progress_is_reported_per_region_and_step(fake):

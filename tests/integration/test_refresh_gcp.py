@@ -4,14 +4,15 @@ google-cloud-billing (REST) and google-cloud-compute clients, pointed at 127.0.0
 from __future__ import annotations
 
 import json
+import socket
 from collections.abc import Iterator
 from datetime import datetime, timezone
 
 import pytest
 from google.auth.credentials import AnonymousCredentials
 
-from geotrain.errors import CatalogError, CredentialsError, ThrottledError
-from geotrain.pricing.live.base import FetchRequest
+from geotrain.errors import CatalogError, CredentialsError, ProviderError, ThrottledError
+from geotrain.pricing.live.base import EVERY_OFFER, FetchRequest, Skipped
 from geotrain.pricing.live.gcp import GcpClients, GcpSource
 from geotrain.pricing.live.refresh import refresh_catalog
 from geotrain.pricing.schema import KEY_COLUMNS
@@ -158,8 +159,8 @@ def test_throttling_that_persists_is_a_throttled_error(fake: GcpFake) -> None:
 def test_a_failing_region_is_skipped_with_the_reason(fake: GcpFake) -> None:
     fake.regions, fake.failing_regions = set(FEW), {"europe-west4"}
     result = source(fake).fetch(FetchRequest(observed_at=OBSERVED))
-    assert [region for region, _ in result.skipped] == ["europe-west4"]
-    assert "UNREACHABLE" in result.skipped[0][1] and "503" in result.skipped[0][1]
+    assert [s.region for s in result.skipped] == ["europe-west4"]
+    assert "UNREACHABLE" in result.skipped[0].why and "503" in result.skipped[0].why
     assert {r["region"] for r in result.rows} == FEW - {"europe-west4"}
     referee(fake, result.rows, [r for r in fake.served_rows() if r["region"] != "europe-west4"])
 
@@ -215,7 +216,7 @@ def test_regions_filter(fake: GcpFake) -> None:
     result = source(fake).fetch(FetchRequest(regions=frozenset({"us-east1", "asia-northeast1", "mars-north1"}),
                                              observed_at=OBSERVED))
     assert {r["region"] for r in result.rows} == {"us-east1", "asia-northeast1"}
-    assert result.skipped == (("mars-north1", f"not a Compute Engine region of project {PROJECT}"),)
+    assert result.skipped == (Skipped("mars-north1", EVERY_OFFER, f"not a Compute Engine region of project {PROJECT}"),)
     referee(fake, result.rows, [r for r in fake.served_rows() if r["region"] in {"us-east1", "asia-northeast1"}])
 
 
@@ -264,3 +265,15 @@ def test_fetch_with_a_refused_permission_is_a_credentials_error(fake: GcpFake) -
     fake.regions, fake.forbidden = {"europe-west4"}, {"machineTypes"}
     with pytest.raises(CredentialsError, match="compute.machineTypes.list"):
         source(fake).fetch(FetchRequest())
+
+
+def test_an_endpoint_that_does_not_answer_is_one_line_not_a_traceback() -> None:
+    """No server on the port: the REST transport's own connection error becomes a ProviderError of one
+    line (the refresh then goes on with the other clouds)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        closed = f"http://127.0.0.1:{s.getsockname()[1]}"
+    clients = GcpClients.build(AnonymousCredentials(), api_endpoint=closed)
+    with pytest.raises(ProviderError) as info:
+        GcpSource(PROJECT, clients=clients, sleep=lambda s: None).fetch(FetchRequest(regions=frozenset(FEW)))
+    assert "got no answer (ConnectionError" in str(info.value) and "\n" not in str(info.value)

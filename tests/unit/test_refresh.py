@@ -9,7 +9,7 @@ import pytest
 
 from geotrain.errors import CatalogError, CredentialsError, ProviderError
 from geotrain.pricing.catalog import import_into_catalog
-from geotrain.pricing.live.base import FetchRequest, SourceResult, offer_row, with_backoff
+from geotrain.pricing.live.base import SPOT_PRICES, FetchRequest, Skipped, SourceResult, offer_row, with_backoff
 from geotrain.pricing.live.refresh import refresh_catalog
 from geotrain.pricing.snapshot import OfferFilter, SnapshotStore, bundled_snapshot
 
@@ -36,7 +36,7 @@ class ListSource:
         self.calls += 1
         if self.error is not None:
             raise self.error
-        return SourceResult(self.cloud, tuple(self.rows), skipped=(("us-west-9", "throttled"),))
+        return SourceResult(self.cloud, tuple(self.rows), skipped=(Skipped("us-west-9", SPOT_PRICES, "throttled"),))
 
     def check(self):  # noqa: ANN201
         raise NotImplementedError
@@ -67,7 +67,7 @@ def test_refreshed_offers_replace_their_keys_and_everything_else_stays(tmp_path)
     assert len(now) == len(before)  # one offer replaced, none dropped
     assert len(now.select(OfferFilter(clouds=("lambda",)))) == 1  # the user's own import stays
     assert outcome.failed == (("gcp", "set X"),)
-    assert outcome.results[0].skipped == (("us-west-9", "throttled"),)
+    assert outcome.results[0].skipped == (Skipped("us-west-9", SPOT_PRICES, "throttled"),)
     fresh = now.table[now.table["source"] == "test-source"]
     assert fresh["observed_at"].iloc[0] > bundled_snapshot().observed_range[1]  # stamped with the refresh time
 

@@ -10,8 +10,10 @@ A source is built with its clients (or client factories) injected, so that tests
 at local fakes (moto, small HTTP servers speaking the clouds' REST shapes on 127.0.0.1). What a source
 may raise: :class:`~geotrain.errors.CredentialsError` (no or rejected credentials: the message names
 what to set; the refresh goes on with the other clouds), :class:`~geotrain.errors.CatalogError` (an
-answer of a shape it does not understand: the refresh stops and saves nothing). A region that fails
-is not an error: it goes to ``SourceResult.skipped`` with the reason. Throttling is retried with
+answer of a shape it does not understand: the refresh stops and saves nothing). A region, or one kind
+of data of a region (its on-demand prices, its placement scores), that fails is not an error: it goes
+to ``SourceResult.skipped`` (:class:`Skipped`) with the reason, and the rest is kept. Every exception
+class of the cloud's SDK is caught at the source and becomes that one line. Throttling is retried with
 :func:`with_backoff`. Nothing credential-like goes into a row, a message or a log.
 """
 
@@ -42,11 +44,30 @@ class FetchRequest:
     observed_at: datetime | None = None  # when the refresh ran (rows without a cloud time get it)
 
 
+# what a source could not read (``Skipped.data``): each kind of data fails on its own, and the rest is kept
+EVERY_OFFER = "every offer"  # the region could not be read at all
+REGION_LIST = "the region list"
+SPOT_PRICES = "spot prices"
+ON_DEMAND_PRICES = "on-demand prices"
+PLACEMENT_SCORES = "placement scores"
+INTERRUPTION_BANDS = "interruption bands"
+
+
+@dataclass(frozen=True, slots=True)
+class Skipped:
+    """Data a source could not read, and why, in one line: the refresh goes on without it (what the
+    current snapshot holds for it stays, with its own ``source`` and ``observed_at``)."""
+
+    region: str  # a region name, or "*" (every region)
+    data: str  # one of the kinds above
+    why: str
+
+
 @dataclass(frozen=True, slots=True)
 class SourceResult:
     cloud: str
     rows: tuple[Mapping[str, Any], ...]  # offer-schema rows
-    skipped: tuple[tuple[str, str], ...] = ()  # (region, why) for regions that failed and were skipped
+    skipped: tuple[Skipped, ...] = ()  # what could not be read, per region and kind of data
     signals: Mapping[str, int] = field(default_factory=dict)  # e.g. {"capacity_hint": 120, "interruption_band": 300}
     calls: Mapping[str, int] = field(default_factory=dict)  # API operation -> calls made (for the summary)
 

@@ -1,4 +1,7 @@
-"""A local AWS for ``geotrain catalog refresh``: moto 5.2.5 in server mode plus what moto lacks.
+"""A local AWS for ``geotrain catalog refresh``: moto 5.2 in server mode plus what moto lacks.
+
+What moto implements is also tested against a plain moto server, with nothing of ours in front of it
+(``tests/integration/test_refresh_moto.py``).
 
 One threaded werkzeug server on 127.0.0.1 (port 0) answers every AWS service the AWS price source
 uses, so a real boto3 client works against it unchanged with ``endpoint_url=fake.endpoint_url`` (or

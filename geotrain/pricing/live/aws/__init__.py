@@ -39,9 +39,15 @@ On-demand rows get ``interruption_band`` "none" and ``interruptions_per_hour`` 0
 every row is the refresh time (``FetchRequest.observed_at``, else now): the spot Timestamp is when
 the price took effect, and the price is the one in effect at the refresh.
 
-Errors: throttling (RequestLimitExceeded, Throttling, ThrottlingException …) is retried with backoff;
-a region whose calls still fail (any other ClientError such as AuthFailure/UnauthorizedOperation, an
-endpoint or connection error, throttling that outlasts the retries) is skipped with the reason; no
+Errors: throttling (RequestLimitExceeded, Throttling, ThrottlingException …) is retried with backoff.
+Each kind of data fails on its own (``Skipped(region, data, why)``, one line; every botocore error
+class: ``ClientError``, ``BotoCoreError`` and ``ResponseParserError``, an answer it cannot parse):
+a region's spot prices and its on-demand prices are read apart, so a refused or failing
+``GetProducts`` leaves the spot rows (the on-demand prices stay as the current snapshot has them,
+with their own source), and failing placement scores or an unreachable feed leave those columns
+empty. A region whose zones, types or offerings cannot be read (any other ClientError such as
+AuthFailure/UnauthorizedOperation, an endpoint or connection error, throttling that outlasts the
+retries) is skipped whole with the reason; no
 credentials (NoCredentialsError) or credentials AWS rejects (AuthFailure, InvalidClientTokenId … on the
 first call, DescribeRegions) → CredentialsError; DescribeRegions failing otherwise → nothing refreshed,
 ("*", why) in ``skipped``; an answer of unexpected shape → CatalogError.

@@ -105,6 +105,38 @@ def method_name(operation: str) -> str:
     return "".join(out)
 
 
+def sdk_errors() -> tuple[type[BaseException], ...]:
+    """Every exception botocore raises for a call that did not work: an error answer (``ClientError``),
+    no answer (``BotoCoreError``: connection, timeout, endpoint …), and an answer it cannot parse
+    (``ResponseParserError``, which derives from neither: a proxy's HTML page, an endpoint that is
+    not AWS, an action the endpoint does not implement)."""
+    from botocore.exceptions import BotoCoreError, ClientError
+    from botocore.parsers import ResponseParserError
+
+    return (ClientError, BotoCoreError, ResponseParserError)
+
+
+def one_line(exc: BaseException) -> str:
+    """What went wrong with a call, in one line: ``Operation: Code: message`` for an error answer, the
+    exception's kind and first line otherwise."""
+    from botocore.exceptions import ClientError
+    from botocore.parsers import ResponseParserError
+
+    if isinstance(exc, ClientError):
+        message = error_message(exc)
+        if message.lstrip().startswith("<"):  # a web server's error page, not an AWS error
+            message = "an error page, not an AWS error answer"
+        return f"{exc.operation_name}: {error_code(exc)}: {_first_line(message)}"
+    if isinstance(exc, ResponseParserError):
+        return f"an answer botocore cannot parse ({_first_line(str(exc))}): the endpoint is not AWS or lacks the call"
+    return f"{type(exc).__name__}: {_first_line(str(exc))}"
+
+
+def _first_line(text: str, most: int = 200) -> str:
+    line = text.strip().splitlines()[0] if text.strip() else ""
+    return line if len(line) <= most else line[:most - 1] + "…"
+
+
 def error_code(exc: Any) -> str:
     return str((getattr(exc, "response", None) or {}).get("Error", {}).get("Code", ""))  # a timeout has None
 

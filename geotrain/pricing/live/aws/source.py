@@ -11,7 +11,7 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timedelta, timezone
-from typing import Any
+from typing import Any, TypeVar
 
 from geotrain.errors import CatalogError, CredentialsError, InputError
 from geotrain.pricing import interruption
@@ -25,8 +25,9 @@ from geotrain.pricing.live.aws.calls import (
     ClientFactory,
     default_client_factory,
     error_code,
-    error_message,
     http_json,
+    one_line,
+    sdk_errors,
     term_match,
 )
 from geotrain.pricing.live.aws.check import check_access
@@ -39,7 +40,24 @@ from geotrain.pricing.live.aws.shapes import (
     spot_advisor_bands,
     availability_zone_ids,
 )
-from geotrain.pricing.live.base import CheckReport, FetchRequest, Progress, SourceResult, no_progress, offer_row
+from geotrain.pricing.live.base import (
+    EVERY_OFFER,
+    INTERRUPTION_BANDS,
+    ON_DEMAND_PRICES,
+    PLACEMENT_SCORES,
+    REGION_LIST,
+    SPOT_PRICES,
+    CheckReport,
+    FetchRequest,
+    Progress,
+    Skipped,
+    SourceResult,
+    no_progress,
+    offer_row,
+)
+
+
+T = TypeVar("T")
 
 
 class _RegionFailed(Exception):
@@ -101,7 +119,7 @@ class AwsSource:
         self._api.counts = defaultdict(int)
         self._specs = {}
         observed = _iso(request.observed_at or self._clock())
-        skipped: list[tuple[str, str]] = []
+        skipped: list[Skipped] = []
         regions = self._regions(request, skipped)
         progress(self.cloud, "*", "spot advisor feed")
         bands = self._bands(skipped)
@@ -109,9 +127,9 @@ class AwsSource:
         spot_types: dict[str, set[str]] = defaultdict(set)  # type → regions with a spot price
         for region in regions:
             try:
-                region_rows = self._region(region, request, observed, bands, progress)
+                region_rows = self._region(region, request, observed, bands, progress, skipped)
             except _RegionFailed as exc:
-                skipped.append((region, exc.why))
+                skipped.append(Skipped(region, EVERY_OFFER, exc.why))
                 continue
             rows += region_rows
             for row in region_rows:
@@ -126,56 +144,65 @@ class AwsSource:
         return SourceResult(cloud=self.cloud, rows=tuple(rows), skipped=tuple(skipped), signals=signals,
                             calls=dict(self._api.counts))
 
-    def _regions(self, request: FetchRequest, skipped: list[tuple[str, str]]) -> list[str]:
-        from botocore.exceptions import BotoCoreError, ClientError
+    def _regions(self, request: FetchRequest, skipped: list[Skipped]) -> list[str]:
+        from botocore.exceptions import ClientError
 
         try:
             answer = self._api.call("ec2", self.home_region, "DescribeRegions")
-        except ClientError as exc:
+        except sdk_errors() as exc:
             code = error_code(exc)
-            if code in CREDENTIAL_CODES:
+            if isinstance(exc, ClientError) and code in CREDENTIAL_CODES:
                 raise CredentialsError(f"AWS rejected the credentials ({code}); {CREDENTIALS_HINT}") from exc
-            skipped.append(("*", f"DescribeRegions in {self.home_region}: {code}: {error_message(exc)}; no region "
-                                 f"was refreshed (needs ec2:DescribeRegions)"))
-            return []
-        except BotoCoreError as exc:
-            skipped.append(("*", f"DescribeRegions in {self.home_region}: {type(exc).__name__}: {exc}; no region "
-                                 f"was refreshed (check the network or AWS_ENDPOINT_URL)"))
+            hint = "needs ec2:DescribeRegions" if isinstance(exc, ClientError) else "check the network or AWS_ENDPOINT_URL"
+            skipped.append(Skipped("*", REGION_LIST, f"DescribeRegions in {self.home_region}: {one_line(exc)}; "
+                                                     f"no region was refreshed ({hint})"))
             return []
         enabled = enabled_regions(answer)
         if request.regions is None:
             return enabled
         for region in sorted(request.regions - set(enabled)):
-            skipped.append((region, "not a region enabled for this AWS account (DescribeRegions does not list it)"))
+            skipped.append(Skipped(region, EVERY_OFFER,
+                                   "not a region enabled for this AWS account (DescribeRegions does not list it)"))
         return [r for r in enabled if r in request.regions]
 
-    def _bands(self, skipped: list[tuple[str, str]]) -> dict[tuple[str, str], str]:
+    def _bands(self, skipped: list[Skipped]) -> dict[tuple[str, str], str]:
         """(region, instance type) → Spot Advisor band label (Linux)."""
         self._api.counts["SpotAdvisorFeed"] += 1
         try:
             feed = self._fetch_json(self.spot_advisor_url)
         except (OSError, ValueError) as exc:
-            skipped.append(("*", f"Spot Advisor feed {self.spot_advisor_url} unreachable ({exc}); "
-                                 f"interruption bands left empty"))
+            skipped.append(Skipped("*", INTERRUPTION_BANDS, f"Spot Advisor feed {self.spot_advisor_url} unreachable "
+                                                             f"({exc}); interruption bands left empty"))
             return {}
         return spot_advisor_bands(feed, self.spot_advisor_url)
 
-    def _region(self, region: str, request: FetchRequest, observed: str,
-                bands: Mapping[tuple[str, str], str], progress: Progress) -> list[dict[str, Any]]:
-        from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
+    def _region(self, region: str, request: FetchRequest, observed: str, bands: Mapping[tuple[str, str], str],
+                progress: Progress, skipped: list[Skipped]) -> list[dict[str, Any]]:
+        from botocore.exceptions import NoCredentialsError
 
         try:
-            return self._region_rows(region, request, observed, bands, progress)
+            return self._region_rows(region, request, observed, bands, progress, skipped)
         except NoCredentialsError as exc:
             raise CredentialsError(f"AWS: no credentials found; {CREDENTIALS_HINT}", scope=region) from exc
-        except ClientError as exc:
-            operation = exc.operation_name
-            raise _RegionFailed(f"{operation}: {error_code(exc)}: {error_message(exc)}") from exc
-        except BotoCoreError as exc:
-            raise _RegionFailed(f"{type(exc).__name__}: {exc}") from exc
+        except sdk_errors() as exc:
+            raise _RegionFailed(one_line(exc)) from exc
 
-    def _region_rows(self, region: str, request: FetchRequest, observed: str,
-                     bands: Mapping[tuple[str, str], str], progress: Progress) -> list[dict[str, Any]]:
+    def _apart(self, region: str, data: str, read: Callable[[], T], skipped: list[Skipped], empty: T,
+               kept: str) -> T:
+        """``read()``, or ``empty`` with ``(region, data, why)`` in ``skipped`` where its calls fail: one
+        kind of data failing leaves the others (no credentials still stops the refresh)."""
+        from botocore.exceptions import NoCredentialsError
+
+        try:
+            return read()
+        except NoCredentialsError:
+            raise
+        except sdk_errors() as exc:
+            skipped.append(Skipped(region, data, f"{one_line(exc)}; {kept}"))
+            return empty
+
+    def _region_rows(self, region: str, request: FetchRequest, observed: str, bands: Mapping[tuple[str, str], str],
+                     progress: Progress, skipped: list[Skipped]) -> list[dict[str, Any]]:
         progress(self.cloud, region, "zones")
         zones = self._api.call("ec2", region, "DescribeAvailabilityZones").get("AvailabilityZones")
         zone_id = availability_zone_ids(zones, region)
@@ -211,22 +238,14 @@ class AwsSource:
                 offered[o["InstanceType"]].add(o["Location"])
 
         progress(self.cloud, region, "spot prices")
-        latest: dict[tuple[str, str], tuple[Any, str]] = {}
-        start = self._clock()
-        for chunk in _chunks(types, 100):
-            for record in self._api.pages("ec2", region, "DescribeSpotPriceHistory", "SpotPriceHistory",
-                                          InstanceTypes=chunk, ProductDescriptions=["Linux/UNIX"],
-                                          StartTime=start, MaxResults=1000):
-                try:
-                    key = (record["InstanceType"], record["AvailabilityZone"])
-                    stamp, price = record.get("Timestamp"), record["SpotPrice"]
-                except (KeyError, TypeError) as exc:
-                    raise CatalogError(f"AWS DescribeSpotPriceHistory in {region}: record lacks {exc!r}") from exc
-                if key not in latest or _later(stamp, latest[key][0]):
-                    latest[key] = (stamp, price)
+        latest = self._apart(region, SPOT_PRICES, lambda: self._spot_prices(region, types), skipped, {},
+                             "the region's on-demand prices are kept")
 
         progress(self.cloud, region, "on-demand prices")
-        on_demand = self._on_demand_prices(region, types)
+        on_demand = self._apart(region, ON_DEMAND_PRICES, lambda: self._on_demand_prices(region, types), skipped, {},
+                                "spot prices are kept; on-demand prices stay as the current snapshot has them "
+                                "(its source and observed_at say where they come from; needs pricing:GetProducts "
+                                f"in {self.pricing_region})")
 
         continent = continent_of(self.cloud, region)
         rows = []
@@ -281,6 +300,23 @@ class AwsSource:
             out.append((ids.get(zone, zone), stamp, checked_price(price, f"DescribeSpotPriceHistory in {region}")))
         return sorted(out, key=lambda r: (r[1], r[0]))
 
+    def _spot_prices(self, region: str, types: list[str]) -> dict[tuple[str, str], tuple[Any, str]]:
+        """(type, AZ name) → (when, $/h) of the latest DescribeSpotPriceHistory record (Linux/UNIX)."""
+        latest: dict[tuple[str, str], tuple[Any, str]] = {}
+        start = self._clock()
+        for chunk in _chunks(types, 100):
+            for record in self._api.pages("ec2", region, "DescribeSpotPriceHistory", "SpotPriceHistory",
+                                          InstanceTypes=chunk, ProductDescriptions=["Linux/UNIX"],
+                                          StartTime=start, MaxResults=1000):
+                try:
+                    key = (record["InstanceType"], record["AvailabilityZone"])
+                    stamp, price = record.get("Timestamp"), record["SpotPrice"]
+                except (KeyError, TypeError) as exc:
+                    raise CatalogError(f"AWS DescribeSpotPriceHistory in {region}: record lacks {exc!r}") from exc
+                if key not in latest or _later(stamp, latest[key][0]):
+                    latest[key] = (stamp, price)
+        return latest
+
     def _on_demand_prices(self, region: str, types: list[str]) -> dict[str, float]:
         prices: dict[str, float] = {}
         for chunk in _chunks(types, 50):
@@ -297,9 +333,7 @@ class AwsSource:
         return prices
 
     def _apply_scores(self, rows: list[dict[str, Any]], spot_types: Mapping[str, set[str]],
-                      skipped: list[tuple[str, str]]) -> None:
-        from botocore.exceptions import BotoCoreError, ClientError
-
+                      skipped: list[Skipped]) -> None:
         scores: dict[tuple[str, str, str], int] = {}  # (region, AZ id, type) → score
         for itype, regions in sorted(spot_types.items()):
             for chunk in _chunks(sorted(regions), 10):
@@ -309,12 +343,9 @@ class AwsSource:
                                              SingleAvailabilityZone=True, RegionNames=chunk, MaxResults=1000):
                         if s.get("AvailabilityZoneId") and s.get("Region"):
                             scores[(s["Region"], s["AvailabilityZoneId"], itype)] = int(s["Score"])
-                except ClientError as exc:
-                    skipped.append(("*", f"GetSpotPlacementScores: {error_code(exc)}: {error_message(exc)}; "
-                                         f"capacity_hint and availability left empty"))
-                    return
-                except BotoCoreError as exc:
-                    skipped.append(("*", f"GetSpotPlacementScores: {exc}; capacity_hint and availability left empty"))
+                except sdk_errors() as exc:
+                    skipped.append(Skipped("*", PLACEMENT_SCORES, f"GetSpotPlacementScores: {one_line(exc)}; "
+                                                                   f"capacity_hint and availability left empty"))
                     return
                 except (KeyError, TypeError, ValueError) as exc:
                     raise CatalogError(f"AWS GetSpotPlacementScores: unexpected score record ({exc!r})") from exc

@@ -23,9 +23,11 @@ from geotrain.pricing.live.azure.signals import (
 )
 from geotrain.pricing.live.azure.skus import list_skus, specs_of
 from geotrain.pricing.live.base import (
+    EVERY_OFFER,
     CheckReport,
     FetchRequest,
     Progress,
+    Skipped,
     SourceResult,
     no_progress,
     offer_row,
@@ -162,7 +164,7 @@ class AzureSource:
         observed = observed_text(request.observed_at or utc_now())
         calls: Counter[str] = Counter()
         signals: Counter[str] = Counter()
-        skipped: list[tuple[str, str]] = []
+        skipped: list[Skipped] = []
         asked = frozenset(r.lower() for r in request.regions) if request.regions else None
 
         client = self._compute()
@@ -185,11 +187,11 @@ class AzureSource:
                 raise CredentialsError(f"Azure: subscription {self._subscription_id} was not found; check "
                                        f"{SUBSCRIPTION_ENV} (`az account list`)") from exc
             why = f"resource SKUs could not be listed (HTTP {status_code(exc)}: {_short(exc)}); try again later"
-            return SourceResult(self.cloud, (), tuple((r, why) for r in sorted(asked or {"*"})), dict(signals),
+            return SourceResult(self.cloud, (), tuple(Skipped(r, EVERY_OFFER, why) for r in sorted(asked or {"*"})), dict(signals),
                                 dict(calls))
         except AzureError as exc:  # unreachable (connection, timeout): every region is skipped
             why = f"resource SKUs could not be listed ({type(exc).__name__}: {_short(exc)}); try again later"
-            return SourceResult(self.cloud, (), tuple((r, why) for r in sorted(asked or {"*"})), dict(signals),
+            return SourceResult(self.cloud, (), tuple(Skipped(r, EVERY_OFFER, why) for r in sorted(asked or {"*"})), dict(signals),
                                 dict(calls))
 
         specs = specs_of(skus, asked, request.accelerators, signals)
@@ -198,18 +200,18 @@ class AzureSource:
         for region in regions:
             wanted = {size.lower(): spec for (r, size), spec in specs.items() if r == region}
             if not wanted:
-                skipped.append((region, "no GPU VM size of a series geotrain knows is offered there to "
-                                        f"subscription {self._subscription_id}"))
+                skipped.append(Skipped(region, EVERY_OFFER, "no GPU VM size of a series geotrain knows is offered "
+                                                            f"there to subscription {self._subscription_id}"))
                 continue
             progress(self.cloud, region, "spot and on-demand prices")
             try:
                 prices.update(retail_prices(region, wanted, calls, signals, prices_url=self._prices_url,
                                             http=self._http, backoff=self._backoff, timeout_s=self._timeout_s))
             except RegionFailed as exc:
-                skipped.append((region, str(exc)))
+                skipped.append(Skipped(region, EVERY_OFFER, str(exc)))
             except RetailThrottled:
-                skipped.append((region, f"Retail Prices API still throttling after {self._attempts} tries; "
-                                        "try again later"))
+                skipped.append(Skipped(region, EVERY_OFFER, f"Retail Prices API still throttling after "
+                                                            f"{self._attempts} tries; try again later"))
 
         spot = sorted({(region, size) for region, size, market in prices if market == "spot"})
         bands = eviction_bands(client, spot, calls, signals, progress, arm_url=self._arm_url,

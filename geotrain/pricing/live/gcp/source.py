@@ -13,9 +13,11 @@ from typing import Any, TypeVar
 
 from geotrain.errors import CatalogError, CredentialsError, ProviderError, ThrottledError
 from geotrain.pricing.live.base import (
+    EVERY_OFFER,
     CheckReport,
     FetchRequest,
     Progress,
+    Skipped,
     SourceResult,
     no_progress,
     with_backoff,
@@ -143,13 +145,14 @@ class GcpSource:
         zonal = self._zonal if self._zonal is not None else bundled_zonal_offers()
         regions = sorted(set(zone_regions.values()))
         rows: list[dict[str, Any]] = []
-        skipped: list[tuple[str, str]] = []
+        skipped: list[Skipped] = []
         for region in sorted(set(request.regions or ()) - set(regions)):
-            skipped.append((region, f"not a Compute Engine region of project {project}"))
+            skipped.append(Skipped(region, EVERY_OFFER, f"not a Compute Engine region of project {project}"))
         for region in regions:
             failed = sorted(z for z, r in zone_regions.items() if r == region and z in unreachable)
             if failed:
-                skipped.append((region, f"Compute Engine could not list zone {failed[0]}: {unreachable[failed[0]]}"))
+                skipped.append(Skipped(region, EVERY_OFFER, f"Compute Engine could not list zone {failed[0]}: "
+                                                            f"{unreachable[failed[0]]}"))
                 continue
             zones = [Zone(z, region, machine_types.get(z, {}), _max_cards(accelerator_types.get(z, {})))
                      for z in sorted(zone_regions) if zone_regions[z] == region]
@@ -246,6 +249,9 @@ class GcpSource:
             if _is_refresh_error(exc):
                 raise CredentialsError(f"Google Cloud rejected the credentials ({_short(exc)}): "
                                        f"{CREDENTIALS_HINT}", scope="gcp") from exc
+            if isinstance(exc, _sdk_errors()):  # no answer: a transport, auth-transport or retry error
+                raise ProviderError(f"GCP {operation} got no answer ({type(exc).__name__}: {_short(exc)}); check "
+                                    "the network, then run the refresh again", scope="gcp") from exc
             raise
 
     def _pages(self, operation: str, calls: Counter[str], method: Callable[..., Any],
@@ -343,3 +349,14 @@ def _is_refresh_error(exc: BaseException) -> bool:
 def _short(exc: BaseException) -> str:
     text = " ".join(str(exc).split())
     return text if len(text) <= 200 else text[:197] + "..."
+
+
+def _sdk_errors() -> tuple[type[BaseException], ...]:
+    """The Google client libraries' own errors that are not an API's answer: ``GoogleAPIError`` (a retry
+    given up, ...), ``GoogleAuthError`` (a token endpoint out of reach: ``TransportError``), and the
+    HTTP library's (``requests``, under the REST transport)."""
+    import requests
+    from google.api_core.exceptions import GoogleAPIError
+    from google.auth.exceptions import GoogleAuthError
+
+    return (GoogleAPIError, GoogleAuthError, requests.RequestException)
