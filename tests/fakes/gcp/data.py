@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from geotrain.pricing.bundled import data_bytes
+from geotrain.pricing.live.gcp.descriptions import GPU_SKUS as PUBLISHED_GPU_SKUS
 
 PROJECT = "geotrain-fake-project"
 SERVICE_ID = "6F81-5844-456A"  # Compute Engine's service id in the real catalog
@@ -22,19 +23,28 @@ COMPUTE_BASE = "https://www.googleapis.com/compute/v1"
 # canonical accelerator of the bundled rows -> GCE accelerator type (N1-attached GPUs)
 N1_GPU_TYPES = {"T4": "nvidia-tesla-t4", "V100": "nvidia-tesla-v100", "P100": "nvidia-tesla-p100",
                 "P4": "nvidia-tesla-p4"}
-# GCE accelerator type -> the name in its GPU SKUs' descriptions
-GPU_SKU_NAMES = {
-    "nvidia-tesla-t4": "Nvidia Tesla T4", "nvidia-tesla-v100": "Nvidia Tesla V100",
-    "nvidia-tesla-p100": "Nvidia Tesla P100", "nvidia-tesla-p4": "Nvidia Tesla P4",
-    "nvidia-tesla-a100": "Nvidia Tesla A100", "nvidia-a100-80gb": "Nvidia A100 80GB", "nvidia-l4": "Nvidia L4",
-    "nvidia-h100-80gb": "Nvidia H100 80GB", "nvidia-h100-mega-80gb": "Nvidia H100 80GB Mega",
-}
+# GCE accelerator type -> its GPU SKUs' names: the product's table of the catalogue's own descriptions
+GPU_SKUS = {sku.accelerator_type: sku for sku in PUBLISHED_GPU_SKUS}
 MAX_CARDS = {"nvidia-tesla-a100": 16, "nvidia-a100-80gb": 8, "nvidia-l4": 8, "nvidia-h100-80gb": 8,
              "nvidia-h100-mega-80gb": 8}
-# pricing series -> the words of its core/RAM SKU descriptions, and the SKUs' resourceGroup for core, RAM
-SERIES_WORDS = {"n1": ("N1 Predefined Instance", "N1Standard", "N1Standard"), "a2": ("A2 Instance", "CPU", "RAM"),
-                "a3": ("A3 Instance", "CPU", "RAM"), "a3-mega": ("A3 Mega Instance", "CPU", "RAM"),
-                "g2": ("G2 Instance", "CPU", "RAM")}
+# pricing series -> its core/RAM SKUs' resourceGroup (the words are the product's table, SERIES_SKUS)
+SERIES_GROUPS = {"n1": ("N1Standard", "N1Standard"), "a2": ("CPU", "RAM"), "a3": ("CPU", "RAM"),
+                 "a3-mega": ("CPU", "RAM"), "g2": ("CPU", "RAM")}
+# the location word of a region in SKU descriptions, where public catalogue rows show it; elsewhere the
+# multi-region word the catalogue also uses (Americas, EMEA, APAC)
+LOCATION_WORDS = {"us-east4": "Virginia", "us-east5": "Columbus", "us-central1": "Iowa", "europe-west1": "Belgium",
+                  "europe-west3": "Frankfurt", "europe-west4": "Netherlands", "asia-south2": "Delhi",
+                  "asia-southeast1": "Singapore", "asia-northeast1": "Tokyo"}
+
+
+def location_word(region: str) -> str:
+    if region in LOCATION_WORDS:
+        return LOCATION_WORDS[region]
+    if region.startswith(("us-", "northamerica-", "southamerica-")):
+        return "Americas"
+    return "EMEA" if region.startswith(("europe-", "me-", "africa-")) else "APAC"
+
+
 N1_HOSTS = {8: 30.0, 16: 60.0, 32: 120.0, 64: 240.0}  # n1-standard-<vCPUs>: GiB
 DECOY_MACHINES = {"n1-standard-4": (4, 15.0), "e2-standard-8": (8, 32.0)}
 

@@ -7,7 +7,7 @@ import json
 import re
 import threading
 from collections import Counter, defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -16,17 +16,19 @@ from tests.fakes.gcp.data import (
     COMPUTE_BASE,
     DECOY_FACTORS,
     DECOY_MACHINES,
-    GPU_SKU_NAMES,
+    GPU_SKUS,
     MAX_CARDS,
     N1_HOSTS,
     PROJECT,
-    SERIES_WORDS,
+    SERIES_GROUPS,
     SERVICE_ID,
     bundled_gcp_rows,
     decompose,
     gpu_type_of,
+    location_word,
     money,
 )
+from geotrain.pricing.live.gcp.descriptions import gpu_description, series_description
 from tests.fakes.http import LocalServer
 
 
@@ -99,16 +101,18 @@ class GcpFake(LocalServer):
             if not self.served(rate.region):
                 continue
             spot = rate.market == "spot"
+            where = location_word(rate.region)
             if rate.what in ("core", "ram"):
-                words, core_group, ram_group = SERIES_WORDS[rate.series]
+                core_group, ram_group = SERIES_GROUPS[rate.series]
                 kind = "Core" if rate.what == "core" else "Ram"
-                description = f"{'Spot Preemptible ' if spot else ''}{words} {kind} running in {rate.region}"
+                description = series_description(rate.series, kind, where, spot=spot)
                 group = core_group if rate.what == "core" else ram_group
                 unit = "h" if rate.what == "core" else "GiBy.h"
             else:
-                name = GPU_SKU_NAMES[rate.what]
-                description = (f"{name} GPU attached to Spot Preemptible VMs running in {rate.region}" if spot
-                               else f"{name} GPU running in {rate.region}")
+                sku = GPU_SKUS[rate.what]
+                # no public source gives the Spot spelling of P100 and P4 (the bundle has such offers): the
+                # fake writes the template every sourced GPU follows, with the on-demand name
+                description = gpu_description(replace(sku, spot=sku.spot or sku.on_demand), where, spot=spot)
                 group, unit = "GPU", "h"
             usage = "Preemptible" if spot else "OnDemand"
             skus.append(self._sku(f"{n:04X}-{rate.region}", description, group, usage, rate.region, rate.usd, unit))
@@ -194,7 +198,7 @@ class GcpFake(LocalServer):
                 gpu = accelerator["guestAcceleratorType"]
                 cards[gpu] = MAX_CARDS[gpu]
         return [{"kind": "compute#acceleratorType", "id": str(abs(hash((gpu, zone))) % 10**12), "name": gpu,
-                 "description": GPU_SKU_NAMES[gpu].replace("Nvidia", "NVIDIA"), "zone": f"{COMPUTE_BASE}/projects/"
+                 "description": GPU_SKUS[gpu].on_demand.replace("Nvidia", "NVIDIA"), "zone": f"{COMPUTE_BASE}/projects/"
                  f"{self.project}/zones/{zone}", "maximumCardsPerInstance": cards[gpu],
                  "selfLink": f"{COMPUTE_BASE}/projects/{self.project}/zones/{zone}/acceleratorTypes/{gpu}"}
                 for gpu in sorted(cards)]

@@ -5,13 +5,18 @@ What it reads:
 
 - **Cloud Billing Catalog** (``CloudCatalogClient.list_services``, ``list_skus``, paginated): the
   Compute Engine service's SKUs. Kept: ``usageType`` "OnDemand" (→ market on_demand) and
-  "Preemptible" (→ spot; GCP's Spot VMs are billed on the Preemptible SKUs), per service region, the
-  unit price of the first tiered rate (``units + nanos / 1e9``) of
+  "Preemptible" (→ spot; GCP's Spot VMs are billed on the Preemptible SKUs; a description that
+  begins "Spot Preemptible" is spot whatever its usageType, as A4's B200 slices are filed), per
+  service region, the unit price of the first tiered rate (``units + nanos / 1e9``) of
   - the core ("… Instance Core", $/vCPU-hour) and RAM ("… Instance Ram", $/GiB-hour) SKUs of the
-    machine series geotrain offers: N1 (hosts of attached GPUs), A2, A3, A3 Mega and G2 (GPU-bundled);
+    machine series geotrain offers: N1 (hosts of attached GPUs), A2, A3, A3 Mega ("A3Plus"), A3 Ultra
+    and G2 (GPU-bundled);
   - the GPU SKUs ("Nvidia Tesla T4 GPU running in …", "… GPU attached to Spot Preemptible VMs …",
-    resourceGroup "GPU", $/GPU-hour) of each accelerator model.
-  Commitments, sole tenancy, custom machine types and everything that is not Compute are left out.
+    resourceGroup "GPU", $/GPU-hour) of each accelerator model, and A4's B200 slices ("A4 Nvidia B200
+    (1 gpu slice) running in …": an eighth of the whole VM, no core or RAM SKU).
+  Every spelling is the catalogue's own, from public sources cited in :mod:`.descriptions` (the tests'
+  fake writes its SKUs from the same table). Commitments, sole tenancy, DWS, reservations, custom
+  machine types and everything that is not Compute are left out.
 - **Compute Engine** (``ZonesClient.list``, ``MachineTypesClient.aggregated_list``,
   ``AcceleratorTypesClient.aggregated_list``, paginated): the zones and their regions, the machine
   types of each zone (``guestCpus`` → vcpus, ``memoryMb`` / 1024 → memory_gib, ``accelerators`` of
@@ -34,14 +39,16 @@ Signals: GCP publishes no capacity or interruption figure through these APIs, so
 left empty (on-demand rows get band "none" and 0 interruptions, as the bundled data has them).
 
 Errors: no credentials (``google.auth.default`` finds none) or no project, a 401, or a 403 on an API the
-refresh needs → :class:`~geotrain.errors.CredentialsError` saying what to set or grant; an answer the SDK
+refresh needs → :class:`~geotrain.errors.CredentialsError` saying what to set or grant; no answer at all
+(the transport's or google-auth's own errors) → one-line :class:`~geotrain.errors.ProviderError`; an answer the SDK
 cannot parse, or a SKU without a price in the unit expected → :class:`~geotrain.errors.CatalogError`;
 zones that an aggregated list reports ``UNREACHABLE`` → their region goes to ``skipped``. 429 and 503
 answers are retried with :func:`~geotrain.pricing.live.base.with_backoff` (the SDKs' own retries are
 turned off so that one policy applies); if they persist, :class:`~geotrain.errors.ThrottledError`.
 
 ``source``: :class:`GcpSource` and its client plumbing (SDK clients, paging, retries, errors); ``skus``: SKU
-classification, unit prices, accelerator and series names, and the offers named and priced from them.
+classification, unit prices, accelerator and series names, and the offers named and priced from them;
+``descriptions``: the catalogue's published SKU descriptions, with their sources.
 """
 
 from geotrain.pricing.live.gcp.source import ClientFactory, GcpClients, GcpSource, default_clients

@@ -10,6 +10,7 @@ from typing import Any
 
 from geotrain.errors import CatalogError
 from geotrain.pricing.live.base import offer_row
+from geotrain.pricing.live.gcp.descriptions import GPU_SKUS, SERIES_SKUS, SLICE_SKUS
 
 CLOUD = "gcp"
 SOURCE = "gcp-cloud-billing-catalog"
@@ -18,35 +19,43 @@ SOURCE = "gcp-cloud-billing-catalog"
 ACCELERATORS = {
     "nvidia-tesla-t4": "T4", "nvidia-tesla-v100": "V100", "nvidia-tesla-p100": "P100", "nvidia-tesla-p4": "P4",
     "nvidia-tesla-k80": "K80", "nvidia-tesla-a100": "A100", "nvidia-a100-80gb": "A100-80GB", "nvidia-l4": "L4",
-    "nvidia-h100-80gb": "H100", "nvidia-h100-mega-80gb": "H100", "nvidia-h200-141gb": "H200",
+    "nvidia-h100-80gb": "H100", "nvidia-h100-mega-80gb": "H100", "nvidia-h200-141gb": "H200", "nvidia-b200": "B200",
 }
 N1_ATTACHABLE = frozenset({"nvidia-tesla-t4", "nvidia-tesla-v100", "nvidia-tesla-p100", "nvidia-tesla-p4",
                            "nvidia-tesla-k80"})
 N1_VCPUS_PER_GPU = 8  # host rule of the bundled data: n1-standard-(8·N) for N GPUs
 GPU_COUNTS = (1, 2, 4, 8, 16)
 # the words before " GPU" in a GPU SKU's description (lower case) -> GCE accelerator type
-GPU_SKU_NAMES = {
-    "nvidia tesla t4": "nvidia-tesla-t4", "nvidia tesla v100": "nvidia-tesla-v100",
-    "nvidia tesla p100": "nvidia-tesla-p100", "nvidia tesla p4": "nvidia-tesla-p4",
-    "nvidia tesla k80": "nvidia-tesla-k80", "nvidia tesla a100": "nvidia-tesla-a100",
-    "nvidia a100 80gb": "nvidia-a100-80gb", "nvidia l4": "nvidia-l4", "nvidia h100 80gb": "nvidia-h100-80gb",
-    "nvidia h100 80gb mega": "nvidia-h100-mega-80gb", "nvidia h100 mega 80gb": "nvidia-h100-mega-80gb",
-    "nvidia h100 80gb plus": "nvidia-h100-mega-80gb", "nvidia h200 141gb": "nvidia-h200-141gb",
-}
+GPU_SKU_NAMES = {" ".join(name.lower().split()): sku.accelerator_type for sku in GPU_SKUS
+                 for name in (sku.on_demand, sku.spot, *sku.also) if name}
+# the words of a GPU slice SKU (A4's B200: the whole VM by the GPU, no core or RAM SKU), lower case -> type
+SLICE_SKU_NAMES = {" ".join(words.lower().split()): gpu for gpu, words in SLICE_SKUS.items()}
 # the words before " Instance Core|Ram" in a core/RAM SKU's description (lower case) -> pricing series
-SERIES_SKU_NAMES = {"n1 predefined": "n1", "a2": "a2", "a3": "a3", "a3 mega": "a3-mega", "a3 plus": "a3-mega",
-                    "a3plus": "a3-mega", "g2": "g2"}
-UNITS = {"core": "h", "ram": "GiBy.h", "gpu": "h"}
+SERIES_SKU_NAMES = {words.lower(): series for series, names in SERIES_SKUS.items() for words in names}
+UNITS = {"core": "h", "ram": "GiBy.h", "gpu": "h", "slice": "h"}
 MARKETS = {"OnDemand": "on_demand", "Preemptible": "spot"}
 SPOT_PREFIX = re.compile(r"^(?:spot preemptible|preemptible)\s+", re.I)
 _GPU_SKU = re.compile(r"^(?P<name>.+?) GPU(?: attached to Spot Preemptible VMs)? running in ", re.I)
+_SLICE_SKU = re.compile(r"^(?P<name>.+? \(1 gpu slice\)) running in ", re.I)
 _HOST_SKU = re.compile(r"^(?P<series>.+?) Instance (?P<kind>Core|Ram) running in ", re.I)
+
+
+def market_of(usage_type: str, description: str) -> str | None:
+    """"spot", "on_demand" or None (commitments …) of a SKU: its usageType, except that a description
+    beginning "Spot Preemptible" is Spot whatever the usageType says (A4's B200 slices are filed as
+    OnDemand)."""
+    market = MARKETS.get(usage_type)
+    if market is not None and SPOT_PREFIX.match(description.strip()):
+        return "spot"
+    return market
 
 
 def series_of(machine_type: str) -> str:
     """The pricing series of a machine type: the SKUs that price its cores and RAM."""
     if machine_type.startswith("a3-megagpu"):
         return "a3-mega"
+    if machine_type.startswith("a3-ultragpu"):
+        return "a3-ultra"
     return machine_type.split("-")[0]
 
 
@@ -69,8 +78,13 @@ def bundled_zonal_offers() -> frozenset[tuple[str, str, str]]:
 
 
 def classify_sku(resource_group: str, description: str) -> tuple[str | None, str]:
-    """("gpu", accelerator type), ("core" | "ram", series) or (None, "") for a SKU description."""
+    """("gpu" | "slice", accelerator type), ("core" | "ram", series) or (None, "") for a SKU description
+    (with any "Spot Preemptible" in front already taken off)."""
     if resource_group == "GPU":
+        match = _SLICE_SKU.match(description)
+        if match:
+            name = " ".join(match["name"].lower().split())
+            return ("slice", SLICE_SKU_NAMES[name]) if name in SLICE_SKU_NAMES else (None, "")
         match = _GPU_SKU.match(description)
         name = " ".join(match["name"].lower().split()) if match else ""
         return ("gpu", GPU_SKU_NAMES[name]) if name in GPU_SKU_NAMES else (None, "")
@@ -131,6 +145,8 @@ def build_offers(region: str, zones: list[Zone], rates: Rates, zonal: frozenset[
             core = rates.host.get((region, market, series, "core"))
             ram = rates.host.get((region, market, series, "ram"))
             per_gpu = rates.gpu.get((region, market, gpu_type))
+            if gpu_type in SLICE_SKUS:  # the slice is the whole VM by the GPU: no core or RAM SKU
+                core = ram = 0.0
             if core is None or ram is None or per_gpu is None:
                 continue
             # N1 + attached GPUs per zone; GPU-bundled types region-wide, unless the bundled data has them per zone

@@ -24,7 +24,6 @@ from geotrain.pricing.live.base import (
 )
 from geotrain.pricing.live.gcp.skus import (
     CLOUD,
-    MARKETS,
     SPOT_PREFIX,
     UNITS,
     Rates,
@@ -32,6 +31,7 @@ from geotrain.pricing.live.gcp.skus import (
     build_offers,
     bundled_zonal_offers,
     classify_sku,
+    market_of,
     unit_price,
 )
 
@@ -288,7 +288,7 @@ class GcpSource:
         for page in self._pages(OP_SKUS, calls, clients.catalog.list_skus,
                                 {"parent": service, "page_size": self._page_size, "currency_code": "USD"}):
             for sku in page.skus:
-                market = MARKETS.get(sku.category.usage_type)
+                market = market_of(sku.category.usage_type, sku.description)
                 if market is None or sku.category.resource_family != "Compute":
                     continue
                 description = SPOT_PREFIX.sub("", sku.description.strip())
@@ -297,7 +297,7 @@ class GcpSource:
                     continue
                 usd = unit_price(sku, UNITS[kind])
                 for region in sku.service_regions:
-                    if kind == "gpu":
+                    if kind in ("gpu", "slice"):
                         gpu.setdefault((region, market, key), usd)
                     else:
                         host.setdefault((region, market, key, kind), usd)
