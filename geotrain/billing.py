@@ -31,10 +31,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 
+from geotrain.clouds.geography import continent_of
 from geotrain.domain import CLOUD_ONPREM, LinkClass, Location, link_class
 from geotrain.ledger import Event, EventKind, Ledger, NodeRow, PricePoint, RunRow
 from geotrain.pricing.egress import Charge, EgressPrices, Payer
-from geotrain.pricing.geography import continent_of
 
 GB = 1e9
 

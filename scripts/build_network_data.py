@@ -264,7 +264,7 @@ def measured_pairs(by_kind: dict[str, list[dict]], rtt_median: dict,
 def region_continent_names() -> dict[str, str]:
     """``cloud/region`` -> its continent, from geotrain's region map."""
     sys.path.insert(0, str(REPO))
-    from geotrain.pricing.geography import region_continents
+    from geotrain.clouds.geography import region_continents
 
     return {f"{cloud}/{region}": str(c) for (cloud, region), c in region_continents().items()}
 

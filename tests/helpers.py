@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from geotrain.pricing.geography import continent_of
+from geotrain.clouds.geography import continent_of
 from geotrain.pricing.schema import parse_offers
 
 DEFAULTS = {

@@ -36,8 +36,8 @@ def cloud_cleanup(cloud: str, *, run_id: str | None = None, regions: Sequence[st
         from botocore.exceptions import BotoCoreError
 
         from geotrain.errors import CredentialsError
-        from geotrain.pricing.live.aws.calls import default_client_factory
-        from geotrain.providers.aws.errors import CREDENTIALS_HINT
+        from geotrain.clouds.aws.clients import default_client_factory
+        from geotrain.clouds.aws.errors import CREDENTIALS_HINT
         from geotrain.providers.aws.sweep import sweep as aws_sweep
 
         try:

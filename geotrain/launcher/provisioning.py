@@ -321,7 +321,7 @@ def fall_back(la: Launch, survivors: Counter, *, cause: str) -> bool:
             short.setdefault(planned[key].location.zone_scope, set()).add(key)
     if not short:
         return False
-    from geotrain.pricing.geography import launcher_may_go, named_places
+    from geotrain.clouds.geography import launcher_may_go, named_places
 
     named = named_places(la.plan.job, la.plan)  # a plan saved before fallbacks knew opt-in places: checked here too
     chosen = []

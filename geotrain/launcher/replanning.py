@@ -108,7 +108,7 @@ def unnamed_opt_in(la: Launch, offers: Iterable[Offer]) -> frozenset[str]:
     """The scopes of ``offers`` a re-plan leaves out: places a new account must opt in to (AWS opt-in regions,
     Local and Wavelength Zones: ``pricing.geography.needs_opt_in``) that neither the job nor its plan named
     (nor a node the run holds now)."""
-    from geotrain.pricing.geography import launcher_may_go, named_places
+    from geotrain.clouds.geography import launcher_may_go, named_places
 
     named = named_places(la.plan.job, la.plan, [la.offers[k].location for k in la.wanted if k in la.offers])
     return frozenset(o.location.zone_scope for o in offers if not launcher_may_go(o.location, named))

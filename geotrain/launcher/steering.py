@@ -60,7 +60,7 @@ def offer_mixes(offers: Iterable[Offer], plan: Plan, available: Callable[[str], 
     from geotrain.perf.rates import RateTable
     from geotrain.perf.workloads import WorkloadRegistry
     from geotrain.pricing.egress import EgressPrices
-    from geotrain.pricing.geography import launcher_may_go, named_places
+    from geotrain.clouds.geography import launcher_may_go, named_places
 
     job = plan.job
     types = {item.offer.shape.instance_type for item in plan.items}

@@ -17,7 +17,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from geotrain.pricing.geography import launcher_may_go, named_places, needs_opt_in
+from geotrain.clouds.geography import launcher_may_go, named_places, needs_opt_in
 from geotrain.pricing.images import image_gap
 from geotrain.domain import CLOUD_ONPREM, JobSpec, Market, Offer, SyncStrategyName
 from geotrain.errors import NotFoundError

@@ -21,10 +21,10 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import replace
 
+from geotrain.clouds.geography import launcher_may_go, named_places
 from geotrain.domain import Fallback, NodeGroup
 from geotrain.planning.context import PlanningContext, keeps_the_goal, objective_score, totals_of
 from geotrain.planning.referee import PerfReferee
-from geotrain.pricing.geography import launcher_may_go, named_places
 from geotrain.solver import semantics
 
 FALLBACKS_PER_ZONE = 3

@@ -15,6 +15,7 @@ from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 
+from geotrain.clouds.geography import continent_of
 from geotrain.domain import (
     CLOUD_ONPREM, Baseline, BaselineKind, JobSpec, Location, NodeGroup, Objective, Offer, Plan, PlanItem, SolverReport,
     SyncStrategyName, BASELINE_WORDS,
@@ -44,7 +45,6 @@ from geotrain.planning.referee import PerfReferee
 from geotrain.planning.shape import plan_for_shape
 from geotrain.planning.tradeoff import why_homogeneous
 from geotrain.pricing.egress import EgressPrices
-from geotrain.pricing.geography import continent_of
 from geotrain.pricing.inventory import Inventory, inventory_table
 from geotrain.pricing.nodespec import parse_nodes, resolve_nodes
 from geotrain.pricing.snapshot import PriceSnapshot, offers_from_table, staleness_words

@@ -22,10 +22,10 @@ from pathlib import Path
 
 import pandas as pd
 
+from geotrain.clouds.geography import clouds_of_region, continent_of
 from geotrain.domain import Market
 from geotrain.errors import CatalogError, InputError
 from geotrain.pricing.csvfile import read_csv_strings
-from geotrain.pricing.geography import clouds_of_region, continent_of
 from geotrain.pricing.inventory import inventory_table, load_inventory
 from geotrain.pricing.schema import parse_offers
 

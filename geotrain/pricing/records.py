@@ -7,9 +7,9 @@ from typing import Any
 
 import pandas as pd
 
+from geotrain.clouds.geography import continent_of
 from geotrain.domain import Offer
 from geotrain.errors import CatalogError
-from geotrain.pricing.geography import continent_of
 from geotrain.pricing.schema import COLUMN_NAMES, parse_offers
 
 

@@ -23,12 +23,12 @@ from pathlib import Path
 
 import pandas as pd
 
+from geotrain.clouds.geography import continent_of
 from geotrain.domain import Continent, InstanceShape, InterruptionSignal, Location, Market, Offer
 from geotrain.errors import CatalogError, NotFoundError
 from geotrain.files import atomic_write_bytes, atomic_write_text, geotrain_home
 from geotrain.pricing.bundled import data_bytes
 from geotrain.pricing.csvfile import parse_csv_text
-from geotrain.pricing.geography import continent_of
 from geotrain.pricing.schema import KEY_COLUMNS, canonical, parse_offers, to_csv_bytes, utc_now
 
 BUNDLED = "bundled"

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from geotrain.clouds.geography import needs_opt_in
 from geotrain.domain import Constraints, JobSpec, Objective, SyncSettings, SyncStrategyName
 from geotrain.errors import ConfigurationError
 from geotrain.launcher.loop import Launcher
@@ -21,7 +22,6 @@ from geotrain.launcher.provisioning import provision
 from geotrain.launcher.replanning import replan
 from geotrain.ledger import EventKind, Ledger, RunStatus
 from geotrain.planning.planner import PlanOptions, plan_for_nodes
-from geotrain.pricing.geography import needs_opt_in
 from geotrain.pricing.snapshot import bundled_snapshot
 from tests.contract.harness_aws import aws_provider
 from tests.fakes.aws import FakeAws

@@ -15,8 +15,8 @@ import pandas as pd
 import pytest
 from botocore.config import Config
 
+from geotrain.clouds.geography import continent_of
 from geotrain.errors import CatalogError, CredentialsError
-from geotrain.pricing.geography import continent_of
 from geotrain.pricing.live.aws import AwsSource, canonical_accelerator
 from geotrain.pricing.live.base import ON_DEMAND_PRICES, SPOT_PRICES, FetchRequest, PriceSource
 from geotrain.pricing.schema import KEY_COLUMNS, parse_offers

@@ -19,8 +19,8 @@ pytest.importorskip("requests")
 from azure.core.credentials import AccessToken, AccessTokenInfo  # noqa: E402
 from azure.core.exceptions import ClientAuthenticationError  # noqa: E402
 
+from geotrain.clouds.geography import continent_of  # noqa: E402
 from geotrain.errors import CatalogError, CredentialsError  # noqa: E402
-from geotrain.pricing.geography import continent_of  # noqa: E402
 from geotrain.pricing.interruption import interruptions_per_hour_for_band  # noqa: E402
 from geotrain.pricing.live.azure import (  # noqa: E402
     AzureSource,

@@ -8,9 +8,9 @@ from types import SimpleNamespace
 
 import pytest
 
+from geotrain.clouds.geography import AWS_OPT_IN_REGIONS, aws_zone_kind, launcher_may_go, named_places, needs_opt_in
 from geotrain.domain import Continent, InstanceShape, InterruptionSignal, JobSpec, Location, Market, Offer, Objective
 from geotrain.errors import CapacityError, ConfigurationError, ProviderError, QuotaError
-from geotrain.pricing.geography import AWS_OPT_IN_REGIONS, aws_zone_kind, launcher_may_go, named_places, needs_opt_in
 
 AWS_ZONE = Location("aws", "us-west-2", "usw2-az1", Continent.NORTH_AMERICA)
 

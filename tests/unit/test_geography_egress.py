@@ -2,10 +2,10 @@ from __future__ import annotations
 
 import pytest
 
+from geotrain.clouds.geography import clouds_of_region, continent_of, region_continents
 from geotrain.domain import Continent, LinkClass, Location, link_class
 from geotrain.errors import CatalogError
 from geotrain.pricing.egress import EgressPrices, EgressRate
-from geotrain.pricing.geography import clouds_of_region, continent_of, region_continents
 
 US_A = Location("aws", "us-east-1", "use1-az1", Continent.NORTH_AMERICA)
 US_B = Location("aws", "us-east-1", "use1-az2", Continent.NORTH_AMERICA)

@@ -9,6 +9,7 @@ The layers, top to bottom (README, Development, draws the same):
     launcher  report         run a plan; account for a run
     planning  billing        plan a job; the cost of a run (the one cost function)
     perf  solver  pricing  providers  train
+    clouds                   each cloud's SDK clients, credentials, errors; its regions
     ledger
     config  taskfile  taskenv
     specfile  files  procs  node
@@ -31,8 +32,8 @@ LAYERS: list[set[str]] = [
     {"sim"},  # a replay drives the launcher's provisioning over a simulated provider
     {"launcher", "report"},
     {"planning", "billing"},
-    {"providers"},  # a cloud provider builds its SDK clients as that cloud's price source does
-    {"perf", "solver", "pricing", "train"},
+    {"perf", "solver", "pricing", "providers", "train"},
+    {"clouds"},  # each cloud's clients, credentials, error tables: the price sources and providers stand on it
     {"ledger"},
     {"config", "taskfile", "taskenv"},
     {"wan"},  # emulated links between network namespaces

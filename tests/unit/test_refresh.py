@@ -7,9 +7,10 @@ from dataclasses import dataclass, field
 
 import pytest
 
+from geotrain.clouds.retry import with_backoff
 from geotrain.errors import CatalogError, CredentialsError, ProviderError
 from geotrain.pricing.catalog import import_into_catalog
-from geotrain.pricing.live.base import SPOT_PRICES, FetchRequest, Skipped, SourceResult, offer_row, with_backoff
+from geotrain.pricing.live.base import SPOT_PRICES, FetchRequest, Skipped, SourceResult, offer_row
 from geotrain.pricing.live.refresh import refresh_catalog
 from geotrain.pricing.snapshot import OfferFilter, SnapshotStore, bundled_snapshot
 

@@ -3,9 +3,9 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
+from geotrain.clouds.geography import continent_of
 from geotrain.errors import CatalogError
 from geotrain.pricing.csvfile import read_csv_strings
-from geotrain.pricing.geography import continent_of
 from geotrain.pricing.schema import COLUMN_NAMES, KEY_COLUMNS, parse_offers, to_csv_bytes
 
 HEADER = "cloud,region,zone,instance_type,accelerator,accelerator_count,vcpus,memory_gib,market,price_usd_per_hour,observed_at"

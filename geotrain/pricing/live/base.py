@@ -14,20 +14,17 @@ answer of a shape it does not understand: the refresh stops and saves nothing). 
 of data of a region (its on-demand prices, its placement scores), that fails is not an error: it goes
 to ``SourceResult.skipped`` (:class:`Skipped`) with the reason, and the rest is kept. Every exception
 class of the cloud's SDK is caught at the source and becomes that one line. Throttling is retried with
-:func:`with_backoff`. Nothing credential-like goes into a row, a message or a log.
+:func:`~geotrain.clouds.retry.with_backoff`. Nothing credential-like goes into a row, a message or a log.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol
 
 from geotrain.pricing.schema import COLUMN_NAMES
-
-T = TypeVar("T")
 
 # progress(cloud, region, what): called as a source moves through its regions (what: e.g. "spot prices")
 Progress = Callable[[str, str, str], None]
@@ -99,22 +96,3 @@ def offer_row(**fields: Any) -> dict[str, Any]:
             raise KeyError(f"{name} is not a column of the offer schema")
         row[name] = "" if value is None else value
     return row
-
-
-def with_backoff(call: Callable[[], T], *, throttled: Callable[[BaseException], bool], attempts: int = 6,
-                 first_pause_s: float = 0.2, sleep: Callable[[float], None] = time.sleep,
-                 on_retry: Callable[[int, float], None] | None = None) -> T:
-    """``call()``, retried after a pause that doubles while ``throttled(error)`` says the cloud asked us to
-    slow down; the last throttling error is raised after ``attempts`` tries."""
-    pause = first_pause_s
-    for attempt in range(1, attempts + 1):
-        try:
-            return call()
-        except Exception as exc:  # noqa: BLE001 - which errors are throttling is the caller's to say
-            if not throttled(exc) or attempt == attempts:
-                raise
-            if on_retry is not None:
-                on_retry(attempt, pause)
-            sleep(pause)
-            pause *= 2
-    raise AssertionError("unreachable")

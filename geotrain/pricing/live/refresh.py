@@ -22,8 +22,8 @@ from datetime import datetime, timezone
 
 import pandas as pd
 
+from geotrain.clouds.geography import continent_of
 from geotrain.errors import CatalogError, ProviderError
-from geotrain.pricing.geography import continent_of
 from geotrain.pricing.live.base import FetchRequest, PriceSource, Progress, SourceResult, no_progress
 from geotrain.pricing.schema import COLUMN_NAMES, parse_offers
 from geotrain.pricing.snapshot import PriceSnapshot, SnapshotStore

@@ -1,5 +1,5 @@
 """The provider's API calls: one boto3 client per (service, region) from the price source's factory,
-each call retried with :func:`~geotrain.pricing.live.base.with_backoff` while AWS throttles.
+each call retried with :func:`~geotrain.clouds.retry.with_backoff` while AWS throttles.
 
 (Not :class:`geotrain.pricing.live.aws.calls.AwsCalls`: its throttling test reads ``exc.response``,
 which botocore's ReadTimeoutError sets to None, so a timed-out call would raise AttributeError.)"""
@@ -10,30 +10,6 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from geotrain.pricing.live.aws.calls import THROTTLE_CODES, ClientFactory, method_name
-from geotrain.pricing.live.base import with_backoff
-
-
-def code_of(exc: BaseException) -> str:
-    """The AWS error code of an SDK exception ("" if it has none)."""
-    response = getattr(exc, "response", None)
-    return str(((response or {}).get("Error") or {}).get("Code", "")) if isinstance(response, Mapping) else ""
-
-
-def message_of(exc: BaseException) -> str:
-    response = getattr(exc, "response", None)
-    said = ((response or {}).get("Error") or {}).get("Message", "") if isinstance(response, Mapping) else ""
-    return str(said) or str(exc)
-
-
-def status_of(exc: BaseException) -> int:
-    response = getattr(exc, "response", None)
-    meta = (response or {}).get("ResponseMetadata") or {} if isinstance(response, Mapping) else {}
-    return int(meta.get("HTTPStatusCode") or 0)
-
-
-def throttled(exc: BaseException) -> bool:
-    return code_of(exc) in THROTTLE_CODES
 
 
 class Api:
@@ -51,7 +27,7 @@ class Api:
 
     def call(self, service: str, region: str, operation: str, **params: Any) -> dict[str, Any]:
         method = getattr(self.client(service, region), method_name(operation))
-        return dict(with_backoff(lambda: method(**params), throttled=throttled, attempts=self._attempts,
+        return dict(with_backoff(lambda: method(**params), throttled=is_throttled, attempts=self._attempts,
                                  first_pause_s=self._first_pause_s, sleep=self._sleep))
 
     def pages(self, service: str, region: str, operation: str, key: str, **params: Any) -> Iterator[Any]:

@@ -2,6 +2,15 @@
 
 from __future__ import annotations
 
+from geotrain.clouds.aws.errors import (
+    CREDENTIAL_CODES,
+    CREDENTIALS_HINT,
+    REFUSED_CODES,
+    THROTTLE_CODES,
+    code_of,
+    message_of,
+    status_of,
+)
 from geotrain.domain import Offer
 from geotrain.errors import (
     CapacityError,
@@ -12,8 +21,6 @@ from geotrain.errors import (
     QuotaError,
     ThrottledError,
 )
-from geotrain.pricing.live.aws.calls import CREDENTIAL_CODES, REFUSED_CODES, THROTTLE_CODES
-from geotrain.providers.aws.api import code_of, message_of, status_of
 
 CAPACITY_CODES = frozenset({"InsufficientInstanceCapacity", "InsufficientCapacity", "InsufficientHostCapacity",
                             "UnfulfillableCapacity"})
@@ -36,8 +43,6 @@ IMAGE_HINT = ("set the AWS provider's image_id to an AMI of that region, or its 
               "that exists there, or plan without that region")
 QUOTA_CODES = frozenset({"MaxSpotInstanceCountExceeded", "VcpuLimitExceeded", "InstanceLimitExceeded"})
 NOT_MADE_SERVER_CODES = CAPACITY_CODES  # 5xx answers that say for sure that nothing was launched
-CREDENTIALS_HINT = ("set AWS_PROFILE (a profile of ~/.aws/config), or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, "
-                    "or run `aws sso login`")
 
 # vCPU quota groups (Service Quotas, service ec2), by the letters an instance family starts with
 _QUOTA_GROUPS = (("dl", "DL"), ("inf", "Inf"), ("trn", "Trn"), ("vt", "G and VT"), ("g", "G and VT"), ("p", "P"),

@@ -11,12 +11,13 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from geotrain.clouds.aws.clients import ClientFactory, default_client_factory
+from geotrain.clouds.aws.errors import code_of
+from geotrain.clouds.aws.shapes import availability_zone_ids
 from geotrain.domain import Market, Offer
 from geotrain.errors import ConfigurationError, CredentialsError, NotFoundError, ProviderError, ProviderTimeoutError
-from geotrain.pricing.live.aws.calls import ClientFactory, default_client_factory
-from geotrain.pricing.live.aws.shapes import availability_zone_ids
 from geotrain.providers.aws import network, records
-from geotrain.providers.aws.api import Api, code_of
+from geotrain.providers.aws.api import Api
 from geotrain.providers.aws.errors import CREDENTIALS_HINT, image_missing, is_server_error, translate
 from geotrain.providers.aws.records import TAG_END, TAG_OFFER, TAG_REQUEST, TAG_RUN
 from geotrain.providers.aws.state import Record, StateFile, by_node, group_key

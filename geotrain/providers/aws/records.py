@@ -8,9 +8,9 @@ from collections.abc import Iterable
 from datetime import datetime, timezone
 from typing import Any
 
+from geotrain.clouds.geography import continent_of
 from geotrain.domain import Continent, Location, Market, Offer, OfferId
 from geotrain.errors import InputError
-from geotrain.pricing.geography import continent_of
 from geotrain.providers.aws.state import Record
 from geotrain.providers.base import LaunchRequest, NodeInfo, NodeState
 

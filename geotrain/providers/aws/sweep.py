@@ -28,9 +28,10 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from geotrain.pricing.live.aws.calls import ClientFactory
+from geotrain.clouds.aws.clients import ClientFactory
+from geotrain.clouds.aws.errors import code_of
 from geotrain.providers.aws import network
-from geotrain.providers.aws.api import Api, code_of
+from geotrain.providers.aws.api import Api
 from geotrain.providers.aws.errors import translate
 from geotrain.providers.aws.records import TAG_END, TAG_RUN
 from geotrain.providers.sweep import Say, Swept

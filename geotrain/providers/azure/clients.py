@@ -1,5 +1,5 @@
-"""The SDK clients the Azure provider uses, built as the Azure price source builds its own
-(``geotrain.pricing.live.azure.source``): the credential chain, ``AZURE_SUBSCRIPTION_ID``, the ARM endpoint
+"""The SDK clients the Azure provider uses, built on :mod:`geotrain.clouds.azure.clients` as the Azure
+price source's are: the credential chain, ``AZURE_SUBSCRIPTION_ID``, the ARM endpoint
 (``base_url``; tests: a local fake) and the retry policy that leaves HTTP 429 to geotrain."""
 
 from __future__ import annotations
@@ -9,12 +9,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from geotrain.providers.azure.errors import credentials_missing, sdk_missing
-from geotrain.pricing.live.azure.source import (
+from geotrain.clouds.azure.clients import (
     DEFAULT_ARM_URL,
     SUBSCRIPTION_ENV,
-    _no_throttle_retry_policy,
+    default_credential,
+    no_throttle_retry_policy,
 )
+from geotrain.providers.azure.errors import credentials_missing, sdk_missing
 
 
 @dataclass(frozen=True)
@@ -57,15 +58,13 @@ def azure_clients(*, credential: Any = None, subscription_id: str | None = None,
     except ImportError as exc:
         raise sdk_missing(exc) from exc
     if credential is None:
-        from azure.identity import DefaultAzureCredential
-
-        credential = DefaultAzureCredential()
+        credential = default_credential()
     url = arm_url.rstrip("/")
     kwargs: dict[str, Any] = {"connection_timeout": request_timeout_s, "read_timeout": request_timeout_s}
     kwargs.update(client_kwargs or {})
 
     def make(cls: Any) -> Any:
-        return cls(credential, subscription, base_url=url, retry_policy=_no_throttle_retry_policy(retry_total),
+        return cls(credential, subscription, base_url=url, retry_policy=no_throttle_retry_policy(retry_total),
                    **kwargs)
 
     return AzureClients(compute=make(ComputeManagementClient), network=make(NetworkManagementClient),

@@ -28,6 +28,7 @@ anything else                                                       ProviderErro
 from __future__ import annotations
 
 import re
+from geotrain.clouds.azure.clients import SUBSCRIPTION_ENV
 from geotrain.domain import Location
 from geotrain.errors import (
     CapacityError,
@@ -38,7 +39,6 @@ from geotrain.errors import (
     QuotaError,
     ThrottledError,
 )
-from geotrain.pricing.live.azure.source import SUBSCRIPTION_ENV
 
 CAPACITY_CODES = frozenset(c.lower() for c in (
     "AllocationFailed", "ZonalAllocationFailed", "OverconstrainedAllocationRequest",

@@ -9,6 +9,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from geotrain.clouds.geography import continent_of
 from geotrain.domain import Location, Market, OfferId
 from geotrain.errors import (
     NotFoundError,
@@ -16,7 +17,6 @@ from geotrain.errors import (
     ProviderTimeoutError,
 )
 from geotrain.files import geotrain_home
-from geotrain.pricing.geography import continent_of
 from geotrain.providers.azure import arm
 from geotrain.providers.bootimage import AZURE_DISK_TYPES
 from geotrain.providers.azure.activity import vm_evidence

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
+from geotrain.clouds.gcp.credentials import CREDENTIALS_HINT, PROJECT_HINT, default_credentials
+from geotrain.clouds.retry import with_backoff
 from geotrain.errors import (
     CapacityError,
     ConfigurationError,
@@ -32,8 +34,6 @@ from geotrain.errors import (
     QuotaError,
     ThrottledError,
 )
-from geotrain.pricing.live.base import with_backoff
-from geotrain.pricing.live.gcp.source import CLOUD_PLATFORM_SCOPE, CREDENTIALS_HINT, PROJECT_ENV_VARS, PROJECT_HINT
 
 T = TypeVar("T")
 
@@ -80,10 +80,6 @@ class ComputeClients:
                 continue
 
 
-def environment_project(project: str | None = None) -> str | None:
-    return project or next((os.environ[v] for v in PROJECT_ENV_VARS if os.environ.get(v)), None)
-
-
 def _loopback_http(endpoint: str) -> bool:
     parts = urlsplit(endpoint)
     host = parts.hostname or ""
@@ -94,23 +90,7 @@ def default_clients(project: str | None = None, api_endpoint: str | None = None)
     """Clients on Application Default Credentials (anonymous ones for a loopback ``http://`` endpoint), and
     the project: given, from the environment, or the credentials' own. CredentialsError says what to set."""
     endpoint = api_endpoint or os.environ.get(ENDPOINT_ENV) or None
-    project = environment_project(project)
-    if endpoint and _loopback_http(endpoint):
-        from google.auth.credentials import AnonymousCredentials
-
-        credentials: Any = AnonymousCredentials()
-    else:
-        import google.auth
-        from google.auth.exceptions import DefaultCredentialsError
-
-        try:
-            credentials, found = google.auth.default(scopes=[CLOUD_PLATFORM_SCOPE])
-        except DefaultCredentialsError as exc:
-            raise CredentialsError(f"no Google Cloud credentials found: {CREDENTIALS_HINT}, and {PROJECT_HINT}",
-                                   scope="gcp") from exc
-        project = project or found
-    if not project:
-        raise CredentialsError(f"no Google Cloud project: {PROJECT_HINT}", scope="gcp")
+    credentials, project = default_credentials(project, anonymous=bool(endpoint and _loopback_http(endpoint)))
     return ComputeClients.build(credentials, api_endpoint=endpoint), project
 
 

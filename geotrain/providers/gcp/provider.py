@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from geotrain.clouds.gcp.credentials import PROJECT_HINT, environment_project
 from geotrain.domain import Market
 from geotrain.errors import (
     CapacityError,
@@ -22,7 +23,7 @@ from geotrain.providers.base import Capabilities, LaunchRequest, NodeInfo, NodeS
 from geotrain.providers.bootimage import GCP_DISK_TYPES
 from geotrain.providers.cloudnodes import CloudNodes, SshNodes
 from geotrain.providers.gcp import records
-from geotrain.providers.gcp.clients import ComputeClients, Where, default_clients, environment_project
+from geotrain.providers.gcp.clients import ComputeClients, Where, default_clients
 from geotrain.providers.gcp.gce import Gce, NotSoldError
 from geotrain.providers.gcp.records import PENDING_STATUSES
 from geotrain.providers.gcp.shapes import (
@@ -309,8 +310,6 @@ class GcpProvider(SshNodes):
             self._clients, self._owns_clients = clients, True
             self._project = self._project or project
         if not self._project:
-            from geotrain.pricing.live.gcp.source import PROJECT_HINT
-
             raise CredentialsError(f"no Google Cloud project given: {PROJECT_HINT}", scope="gcp")
         if self._gce is None:
             self._gce = Gce(self._clients, **self._call)

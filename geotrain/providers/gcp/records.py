@@ -103,7 +103,7 @@ def merge(state: dict[str, Any], updates: dict[str, dict[str, Any]], adopted: li
 def adopt(inst: Any, project: str, zone: str) -> dict[str, Any] | None:
     """A record for a VM of ours that the state file does not know (launched from another GEOTRAIN_HOME), from
     its metadata; None for anything else."""
-    from geotrain.pricing.geography import continent_of
+    from geotrain.clouds.geography import continent_of
 
     run_id, request_id, offer_id = (metadata_value(inst, k) for k in (LABEL_RUN, LABEL_REQUEST, LABEL_OFFER))
     if not (run_id and request_id and offer_id) or instance_name(request_id) != inst.name:

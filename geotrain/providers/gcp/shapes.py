@@ -15,8 +15,8 @@ import re
 import uuid
 from typing import Any
 
+from geotrain.clouds.gcp.accelerators import ACCELERATORS, N1_ATTACHABLE
 from geotrain.domain import Market, Offer
-from geotrain.pricing.live.gcp.skus import ACCELERATORS, N1_ATTACHABLE
 from geotrain.providers.identity import gcp_service_accounts
 
 CLOUD = "gcp"

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import numpy as np
 
+from geotrain.clouds.geography import continent_of
 from geotrain.domain import Location
 from geotrain.errors import InputError
-from geotrain.pricing.geography import continent_of
 from geotrain.sim.market import UNLIMITED, ZoneTrace
 
 # Where a source records no start time and no documented date: such traces align only with each other.

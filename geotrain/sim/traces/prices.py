@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from geotrain.pricing.geography import continent_of
+from geotrain.clouds.geography import continent_of
 from geotrain.sim.market import UNLIMITED, ZoneTrace
 from geotrain.sim.traces._common import fail, location, read_text, scope_location, trace, zone_location
 

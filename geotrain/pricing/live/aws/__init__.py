@@ -52,37 +52,22 @@ credentials (NoCredentialsError) or credentials AWS rejects (AuthFailure, Invali
 first call, DescribeRegions) → CredentialsError; DescribeRegions failing otherwise → nothing refreshed,
 ("*", why) in ``skipped``; an answer of unexpected shape → CatalogError.
 
-Modules (each depends only on those named before it): ``calls`` (boto3 clients, counted calls with
-backoff and pagination, error codes, the feed fetch) and ``shapes`` (answers → specs, prices, bands;
-no I/O) import no sibling; ``check`` (``geotrain check``) uses ``calls``; ``source``
+Modules (each depends only on those named before it; clients, error tables and botocore's exception
+classes are :mod:`geotrain.clouds.aws`'s): ``calls`` (counted calls with backoff and pagination, the
+feed fetch) and ``shapes`` (answers → specs, prices, bands; no I/O) import no sibling; ``check`` (``geotrain check``) uses ``calls``; ``source``
 (:class:`AwsSource`, with :meth:`AwsSource.from_environment`) uses all three.
 """
 
-from geotrain.pricing.live.aws.calls import (
-    CREDENTIAL_CODES,
-    CREDENTIALS_HINT,
-    REFUSED_CODES,
-    SPOT_ADVISOR_URL,
-    SPOT_ADVISOR_URL_ENV,
-    THROTTLE_CODES,
-    ClientFactory,
-    default_client_factory,
-)
+from geotrain.pricing.live.aws.calls import SPOT_ADVISOR_URL, SPOT_ADVISOR_URL_ENV
 from geotrain.pricing.live.aws.shapes import GPU_NAMES, InstanceSpec, canonical_accelerator, instance_spec
 from geotrain.pricing.live.aws.source import AwsSource
 
 __all__ = [
-    "CREDENTIALS_HINT",
-    "CREDENTIAL_CODES",
     "GPU_NAMES",
-    "REFUSED_CODES",
     "SPOT_ADVISOR_URL",
     "SPOT_ADVISOR_URL_ENV",
-    "THROTTLE_CODES",
     "AwsSource",
-    "ClientFactory",
     "InstanceSpec",
     "canonical_accelerator",
-    "default_client_factory",
     "instance_spec",
 ]

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from geotrain.clouds.aws.errors import CREDENTIALS_HINT, REFUSED_CODES, code_of
 from geotrain.errors import CredentialsError
-from geotrain.pricing.live.aws.calls import CREDENTIALS_HINT, REFUSED_CODES, AwsCalls, error_code, term_match
+from geotrain.pricing.live.aws.calls import AwsCalls, term_match
 from geotrain.pricing.live.base import CheckReport
 
 
@@ -23,7 +24,7 @@ def check_access(api: AwsCalls, cloud: str, home_region: str, pricing_region: st
     except CredentialsError as exc:
         return CheckReport(cloud, False, "", exc.message)
     except ClientError as exc:
-        return CheckReport(cloud, False, "", f"AWS rejected the credentials ({error_code(exc)}); {CREDENTIALS_HINT}")
+        return CheckReport(cloud, False, "", f"AWS rejected the credentials ({code_of(exc)}); {CREDENTIALS_HINT}")
     except BotoCoreError as exc:
         return CheckReport(cloud, False, "", f"AWS STS unreachable ({exc}); check the network or AWS_ENDPOINT_URL")
     account = str(identity.get("Account", ""))
@@ -42,7 +43,7 @@ def check_access(api: AwsCalls, cloud: str, home_region: str, pricing_region: st
         try:
             api.call(service, region, operation, **params)
         except ClientError as exc:
-            code = error_code(exc)
+            code = code_of(exc)
             if code == "DryRunOperation":
                 continue
             if code in REFUSED_CODES:

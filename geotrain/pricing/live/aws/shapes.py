@@ -80,14 +80,6 @@ def enabled_regions(answer: Mapping[str, Any]) -> list[str]:
         raise CatalogError(f"AWS DescribeRegions: unexpected answer ({exc!r} missing)") from exc
 
 
-def availability_zone_ids(zones: Any, region: str) -> dict[str, str]:
-    """Zone name → AZ id, from the AvailabilityZones list of a DescribeAvailabilityZones answer."""
-    try:
-        return {z["ZoneName"]: z["ZoneId"] for z in zones}
-    except (KeyError, TypeError) as exc:
-        raise CatalogError(f"AWS DescribeAvailabilityZones in {region}: unexpected answer ({exc!r})") from exc
-
-
 def spot_advisor_bands(feed: Any, url: str) -> dict[tuple[str, str], str]:
     """(region, instance type) → Spot Advisor band label (Linux) of the feed fetched from ``url``."""
     try:

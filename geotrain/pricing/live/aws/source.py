@@ -13,23 +13,13 @@ from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timedelta, timezone
 from typing import Any, TypeVar
 
+from geotrain.clouds.aws.clients import ClientFactory, default_client_factory
+from geotrain.clouds.aws.errors import CREDENTIAL_CODES, CREDENTIALS_HINT, code_of, one_line, sdk_errors
+from geotrain.clouds.aws.shapes import availability_zone_ids
+from geotrain.clouds.geography import continent_of
 from geotrain.errors import CatalogError, CredentialsError, InputError
 from geotrain.pricing import interruption
-from geotrain.pricing.geography import continent_of
-from geotrain.pricing.live.aws.calls import (
-    CREDENTIAL_CODES,
-    CREDENTIALS_HINT,
-    SPOT_ADVISOR_URL,
-    SPOT_ADVISOR_URL_ENV,
-    AwsCalls,
-    ClientFactory,
-    default_client_factory,
-    error_code,
-    http_json,
-    one_line,
-    sdk_errors,
-    term_match,
-)
+from geotrain.pricing.live.aws.calls import SPOT_ADVISOR_URL, SPOT_ADVISOR_URL_ENV, AwsCalls, http_json, term_match
 from geotrain.pricing.live.aws.check import check_access
 from geotrain.pricing.live.aws.shapes import (
     InstanceSpec,
@@ -38,7 +28,6 @@ from geotrain.pricing.live.aws.shapes import (
     instance_spec,
     product_price,
     spot_advisor_bands,
-    availability_zone_ids,
 )
 from geotrain.pricing.live.base import (
     EVERY_OFFER,
@@ -150,7 +139,7 @@ class AwsSource:
         try:
             answer = self._api.call("ec2", self.home_region, "DescribeRegions")
         except sdk_errors() as exc:
-            code = error_code(exc)
+            code = code_of(exc)
             if isinstance(exc, ClientError) and code in CREDENTIAL_CODES:
                 raise CredentialsError(f"AWS rejected the credentials ({code}); {CREDENTIALS_HINT}") from exc
             hint = "needs ec2:DescribeRegions" if isinstance(exc, ClientError) else "check the network or AWS_ENDPOINT_URL"

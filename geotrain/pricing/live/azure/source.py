@@ -10,8 +10,15 @@ from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
 from typing import Any
 
+from geotrain.clouds.azure.clients import (
+    DEFAULT_ARM_URL,
+    SUBSCRIPTION_ENV,
+    default_credential,
+    no_throttle_retry_policy,
+)
+from geotrain.clouds.geography import continent_of
+from geotrain.clouds.retry import with_backoff
 from geotrain.errors import CatalogError, CredentialsError
-from geotrain.pricing.geography import continent_of
 from geotrain.pricing.interruption import interruptions_per_hour_for_band
 from geotrain.pricing.live.azure.prices import Price, RegionFailed, RetailThrottled, retail_prices
 from geotrain.pricing.live.azure.signals import (
@@ -31,14 +38,11 @@ from geotrain.pricing.live.base import (
     SourceResult,
     no_progress,
     offer_row,
-    with_backoff,
 )
 from geotrain.pricing.schema import utc_now
 
 DEFAULT_PRICES_URL = "https://prices.azure.com"
-DEFAULT_ARM_URL = "https://management.azure.com"
 ARM_SCOPE = "https://management.azure.com/.default"
-SUBSCRIPTION_ENV = "AZURE_SUBSCRIPTION_ID"
 SOURCE = "azure-retail-prices"
 
 _LOGIN_HINT = (f"sign in with `az login` (or set AZURE_CLIENT_ID, AZURE_TENANT_ID and AZURE_CLIENT_SECRET) "
@@ -52,19 +56,6 @@ def _throttled(exc: BaseException) -> bool:
 def _short(exc: BaseException) -> str:
     text = str(getattr(exc, "message", None) or exc).strip().splitlines()
     return (text[0] if text else type(exc).__name__)[:200]
-
-
-def _no_throttle_retry_policy(retry_total: int) -> Any:
-    """azure-core's RetryPolicy, except that 429 is never retried there (geotrain's with_backoff does)."""
-    from azure.core.pipeline.policies import RetryPolicy
-
-    class _LeaveThrottlingToGeotrain(RetryPolicy):
-        def is_retry(self, settings: Any, response: Any) -> bool:
-            if response.http_response.status_code == 429:
-                return False
-            return super().is_retry(settings, response)
-
-    return _LeaveThrottlingToGeotrain(retry_total=retry_total, retry_backoff_factor=0.5)
 
 
 class AzureSource:
@@ -128,10 +119,8 @@ class AzureSource:
                                    f"then {_LOGIN_HINT}") from exc
         credential = self._credential
         if credential is None:
-            from azure.identity import DefaultAzureCredential
-
-            credential = DefaultAzureCredential()
-        kwargs: dict[str, Any] = {"retry_policy": _no_throttle_retry_policy(self._retry_total),
+            credential = default_credential()
+        kwargs: dict[str, Any] = {"retry_policy": no_throttle_retry_policy(self._retry_total),
                                   "connection_timeout": self._timeout_s, "read_timeout": self._timeout_s}
         kwargs.update(self._arm_client_kwargs)
         self._client = ComputeManagementClient(credential, self._subscription_id, base_url=self._arm_url, **kwargs)

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+from geotrain.clouds.gcp.accelerators import ACCELERATORS, N1_ATTACHABLE
 from geotrain.errors import CatalogError
 from geotrain.pricing.live.base import offer_row
 from geotrain.pricing.live.gcp.descriptions import GPU_SKUS, SERIES_SKUS, SLICE_SKUS
@@ -15,14 +16,6 @@ from geotrain.pricing.live.gcp.descriptions import GPU_SKUS, SERIES_SKUS, SLICE_
 CLOUD = "gcp"
 SOURCE = "gcp-cloud-billing-catalog"
 
-# GCE accelerator type -> canonical accelerator name of the offer schema
-ACCELERATORS = {
-    "nvidia-tesla-t4": "T4", "nvidia-tesla-v100": "V100", "nvidia-tesla-p100": "P100", "nvidia-tesla-p4": "P4",
-    "nvidia-tesla-k80": "K80", "nvidia-tesla-a100": "A100", "nvidia-a100-80gb": "A100-80GB", "nvidia-l4": "L4",
-    "nvidia-h100-80gb": "H100", "nvidia-h100-mega-80gb": "H100", "nvidia-h200-141gb": "H200", "nvidia-b200": "B200",
-}
-N1_ATTACHABLE = frozenset({"nvidia-tesla-t4", "nvidia-tesla-v100", "nvidia-tesla-p100", "nvidia-tesla-p4",
-                           "nvidia-tesla-k80"})
 N1_VCPUS_PER_GPU = 8  # host rule of the bundled data: n1-standard-(8·N) for N GPUs
 GPU_COUNTS = (1, 2, 4, 8, 16)
 # the words before " GPU" in a GPU SKU's description (lower case) -> GCE accelerator type

@@ -3,7 +3,6 @@ over REST, ``google-cloud-compute``), with one retry policy and geotrain's error
 
 from __future__ import annotations
 
-import os
 import time
 from collections import Counter
 from collections.abc import Callable, Collection, Iterator
@@ -11,6 +10,14 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, TypeVar
 
+from geotrain.clouds.gcp.credentials import (
+    CREDENTIALS_HINT,
+    PROJECT_HINT,
+    default_credentials,
+    environment_project,
+)
+from geotrain.clouds.gcp.errors import sdk_errors
+from geotrain.clouds.retry import with_backoff
 from geotrain.errors import CatalogError, CredentialsError, ProviderError, ThrottledError
 from geotrain.pricing.live.base import (
     EVERY_OFFER,
@@ -20,7 +27,6 @@ from geotrain.pricing.live.base import (
     Skipped,
     SourceResult,
     no_progress,
-    with_backoff,
 )
 from geotrain.pricing.live.gcp.skus import (
     CLOUD,
@@ -38,11 +44,6 @@ from geotrain.pricing.live.gcp.skus import (
 T = TypeVar("T")
 
 SERVICE_DISPLAY_NAME = "Compute Engine"
-CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
-PROJECT_ENV_VARS = ("GOOGLE_CLOUD_PROJECT", "CLOUDSDK_CORE_PROJECT", "GCLOUD_PROJECT")
-CREDENTIALS_HINT = ("set GOOGLE_APPLICATION_CREDENTIALS to a service-account key file or run "
-                    "`gcloud auth application-default login`")
-PROJECT_HINT = "set GOOGLE_CLOUD_PROJECT or run `gcloud config set project PROJECT_ID`"
 VIEWER_HINT = "grant the account roles/compute.viewer on the project and enable the Cloud Billing API"
 
 # operations, as IAM permission names (what `missing` lists)
@@ -79,17 +80,7 @@ class GcpClients:
 def default_clients(project: str | None) -> tuple[GcpClients, str]:
     """Clients on Application Default Credentials, and the project (given, from the environment, or the
     credentials' own)."""
-    import google.auth
-    from google.auth.exceptions import DefaultCredentialsError
-
-    try:
-        credentials, found = google.auth.default(scopes=[CLOUD_PLATFORM_SCOPE])
-    except DefaultCredentialsError as exc:
-        raise CredentialsError(f"no Google Cloud credentials found: {CREDENTIALS_HINT}, and {PROJECT_HINT}",
-                               scope="gcp") from exc
-    project = project or found
-    if not project:
-        raise CredentialsError(f"Google Cloud credentials found but no project: {PROJECT_HINT}", scope="gcp")
+    credentials, project = default_credentials(project)
     return GcpClients.build(credentials), project
 
 
@@ -120,8 +111,7 @@ class GcpSource:
     def from_environment(cls) -> GcpSource:
         """A source on Application Default Credentials; the project from GOOGLE_CLOUD_PROJECT (or
         CLOUDSDK_CORE_PROJECT, GCLOUD_PROJECT), else the credentials' own. Nothing is read until used."""
-        project = next((os.environ[v] for v in PROJECT_ENV_VARS if os.environ.get(v)), None)
-        return cls(project)
+        return cls(environment_project())
 
     # ---- PriceSource ----------------------------------------------------------------------------
     def fetch(self, request: FetchRequest, progress: Progress = no_progress) -> SourceResult:
@@ -249,7 +239,7 @@ class GcpSource:
             if _is_refresh_error(exc):
                 raise CredentialsError(f"Google Cloud rejected the credentials ({_short(exc)}): "
                                        f"{CREDENTIALS_HINT}", scope="gcp") from exc
-            if isinstance(exc, _sdk_errors()):  # no answer: a transport, auth-transport or retry error
+            if isinstance(exc, sdk_errors()):  # no answer: a transport, auth-transport or retry error
                 raise ProviderError(f"GCP {operation} got no answer ({type(exc).__name__}: {_short(exc)}); check "
                                     "the network, then run the refresh again", scope="gcp") from exc
             raise
@@ -350,13 +340,3 @@ def _short(exc: BaseException) -> str:
     text = " ".join(str(exc).split())
     return text if len(text) <= 200 else text[:197] + "..."
 
-
-def _sdk_errors() -> tuple[type[BaseException], ...]:
-    """The Google client libraries' own errors that are not an API's answer: ``GoogleAPIError`` (a retry
-    given up, ...), ``GoogleAuthError`` (a token endpoint out of reach: ``TransportError``), and the
-    HTTP library's (``requests``, under the REST transport)."""
-    import requests
-    from google.api_core.exceptions import GoogleAPIError
-    from google.auth.exceptions import GoogleAuthError
-
-    return (GoogleAPIError, GoogleAuthError, requests.RequestException)

@@ -1,4 +1,6 @@
-"""Region → continent map of the three clouds, from the bundled ``regions.csv``.
+"""Region → continent map of the three clouds, from the bundled ``regions.csv`` (shipped with the price
+data in ``geotrain/pricing/data``, where PROVENANCE.md says where it comes from; read here by its
+package path, so that the price sources and the providers both stand on it).
 
 On-prem sites are not in it: their continent comes from the inventory file.
 """
@@ -10,15 +12,15 @@ import functools
 import io
 import re
 from collections.abc import Iterable
+from importlib import resources
 
 from geotrain.domain import Continent, JobSpec, Location, Plan
-from geotrain.pricing.bundled import data_bytes
 
 
 @functools.cache
 def region_continents() -> dict[tuple[str, str], Continent]:
     """(cloud, region) → continent for every region geotrain knows."""
-    text = data_bytes("regions.csv").decode("utf-8")
+    text = resources.files("geotrain.pricing").joinpath("data", "regions.csv").read_text("utf-8")
     return {
         (row["cloud"], row["region"]): Continent(row["continent"])
         for row in csv.DictReader(io.StringIO(text))
