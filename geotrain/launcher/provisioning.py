@@ -31,7 +31,7 @@ throughput for the plan's $/h + 25 %, else the survivors alone. Both write the n
 ledger (``fell_back``, ``replanned``), so that a resumed launcher wants the same. When nothing can be
 launched and no node is left, the run fails with the reasons. Neither moves nodes into a place a new
 account must opt in to (an AWS opt-in region, a Local or Wavelength Zone) that the job or its plan did not
-name (``pricing.geography.launcher_may_go``).
+name (``clouds.geography.launcher_may_go``).
 """
 
 from __future__ import annotations

@@ -106,7 +106,7 @@ def plan_again(la: Launch, survivors: Counter) -> Replanned:
 
 def unnamed_opt_in(la: Launch, offers: Iterable[Offer]) -> frozenset[str]:
     """The scopes of ``offers`` a re-plan leaves out: places a new account must opt in to (AWS opt-in regions,
-    Local and Wavelength Zones: ``pricing.geography.needs_opt_in``) that neither the job nor its plan named
+    Local and Wavelength Zones: ``clouds.geography.needs_opt_in``) that neither the job nor its plan named
     (nor a node the run holds now)."""
     from geotrain.clouds.geography import launcher_may_go, named_places
 

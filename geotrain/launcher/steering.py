@@ -53,7 +53,7 @@ def market_key(offer: Offer) -> str:
 def offer_mixes(offers: Iterable[Offer], plan: Plan, available: Callable[[str], int | None]) -> list[Mix]:
     """A launch's mixes (``spot_policy.gang_mixes``): gangs of the plan's node count of the instance types
     it planned, every spot zone and the cheapest on-demand offer of each region (none where a new account must
-    opt in, unless the job or plan names it: ``pricing.geography.launcher_may_go``), priced by the perf model
+    opt in, unless the job or plan names it: ``clouds.geography.launcher_may_go``), priced by the perf model
     (the plan's workload and sync settings; the user's rates and egress files where the job names them)."""
     from geotrain.domain import Market, NodeGroup
     from geotrain.perf.model import PerfModel

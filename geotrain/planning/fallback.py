@@ -6,7 +6,7 @@ A zone Z' can take the nodes of zone Z when, for every planned offer in Z, Z' ha
 accelerator model and count per node and the same market (the cheapest such one) that can hold them
 (its capacity, at the plan's capacity confidence, counting nodes the plan has there already). Offers
 the MIP never saw because a cheaper one of their region dominates them count too: in another zone
-they are still another zone. Places a new account must opt in to (``pricing.geography.needs_opt_in``: AWS
+they are still another zone. Places a new account must opt in to (``clouds.geography.needs_opt_in``: AWS
 opt-in regions, Local and Wavelength Zones) are no fallback unless the job or the planned mix names them. The
 ``SCANNED_PER_ZONE`` zones cheapest for the moved nodes are
 evaluated; those whose moved mix keeps the job's limits and goal are kept, ordered by the job's

@@ -1,4 +1,4 @@
-"""The provider's API calls: one boto3 client per (service, region) from the price source's factory,
+"""The provider's API calls: one boto3 client per (service, region) from :mod:`geotrain.clouds.aws`'s factory,
 each call retried with :func:`~geotrain.clouds.retry.with_backoff` while AWS throttles.
 
 (Not :class:`geotrain.pricing.live.aws.calls.AwsCalls`: its throttling test reads ``exc.response``,
@@ -10,6 +10,9 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
+from geotrain.clouds.aws.clients import ClientFactory, method_name
+from geotrain.clouds.aws.errors import is_throttled
+from geotrain.clouds.retry import with_backoff
 
 
 class Api:
