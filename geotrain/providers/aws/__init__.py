@@ -78,7 +78,7 @@ botocore ReadTimeoutError, ConnectTimeoutError          ProviderTimeoutError, sc
 anything else (ClientError, EndpointConnectionError …)  ProviderError with the AWS code, scope aws/<region>
 ======================================================  ==========================================================
 
-Modules: ``api`` (clients from the price source's factory, calls with throttling backoff), ``errors``
+Modules: ``api`` (clients from :mod:`geotrain.clouds.aws`'s factory, calls with throttling backoff), ``errors``
 (the table above), ``state`` (the state file), ``network`` (the security group), ``provider``
 (:class:`AwsProvider`).
 """

@@ -1,8 +1,9 @@
 """The provider's API calls: one boto3 client per (service, region) from :mod:`geotrain.clouds.aws`'s factory,
 each call retried with :func:`~geotrain.clouds.retry.with_backoff` while AWS throttles.
 
-(Not :class:`geotrain.pricing.live.aws.calls.AwsCalls`: its throttling test reads ``exc.response``,
-which botocore's ReadTimeoutError sets to None, so a timed-out call would raise AttributeError.)"""
+(Not :class:`geotrain.pricing.live.aws.calls.AwsCalls`, which counts every call for the refresh's
+summary and takes an answer without its list for a changed API shape; both retry with the same policy
+and the same throttling codes.)"""
 
 from __future__ import annotations
 
