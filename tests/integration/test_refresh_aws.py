@@ -8,7 +8,7 @@ us-west-2) to stay fast.
 from __future__ import annotations
 
 import math
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
 import boto3
 import pandas as pd
@@ -18,7 +18,8 @@ from botocore.config import Config
 from geotrain.clouds.geography import continent_of
 from geotrain.errors import CatalogError, CredentialsError
 from geotrain.pricing.live.aws import AwsSource, canonical_accelerator
-from geotrain.pricing.live.base import ON_DEMAND_PRICES, SPOT_PRICES, FetchRequest, PriceSource
+from geotrain.pricing.live.aws.placement import ScoreCache
+from geotrain.pricing.live.base import ON_DEMAND_PRICES, PLACEMENT_SCORES, SPOT_PRICES, FetchRequest, PriceSource
 from geotrain.pricing.schema import KEY_COLUMNS, parse_offers
 from tests.fakes.aws import FakeAws, bundled_aws_rows, placement_score
 
@@ -50,7 +51,10 @@ def factory(fake: FakeAws):
 
 
 def source(fake: FakeAws, sleeps: list[float] | None = None, **kwargs) -> AwsSource:
+    """The source on the fake; the fake has no daily allowance of placement-score configurations (real AWS
+    has: ``test_scores_asked_within_24_hours…`` keeps one)."""
     pauses = sleeps if sleeps is not None else []
+    kwargs.setdefault("daily_configurations", 1000)
     return AwsSource(factory(fake), spot_advisor_url=fake.spot_advisor_url, sleep=pauses.append, **kwargs)
 
 
@@ -90,6 +94,13 @@ def test_referee_every_served_bundled_row_comes_back_with_its_price(fake, full):
 def test_referee_signals_and_names_match_the_bundled_rows(fake, full):
     result, _ = full
     got = keyed(result.rows)
+    # a placement score is asked for an accelerator model's types together: it holds for each of them in the AZ
+    group_score: dict[tuple[str, str, str], int] = {}
+    for r in fake.data.served:
+        if r.availability:
+            key = (r.region, r.zone, r.accelerator)
+            group_score[key] = max(group_score.get(key, 0), placement_score(float(r.availability)))
+    scored = 0
     for r in fake.data.served:
         row = got[("aws", r.region, r.zone, r.instance_type, r.market)]
         assert (row["accelerator"], row["accelerator_count"]) == (r.accelerator, r.accelerator_count), r
@@ -97,12 +108,14 @@ def test_referee_signals_and_names_match_the_bundled_rows(fake, full):
             assert (row["interruption_band"], row["interruptions_per_hour"]) == ("none", 0.0)
         else:
             assert row["interruption_band"] == r.band
-        if r.availability:
-            assert row["availability"] == placement_score(float(r.availability)) / 10
-            assert "placement score" in row["source"]
+        score = group_score.get((r.region, r.zone, r.accelerator)) if r.market == "spot" else None
+        if score is not None:
+            assert row["availability"] == score / 10 and "placement score" in row["source"], r
+            scored += 1
         else:
-            assert row["availability"] == ""
-    assert result.signals["availability"] == 4  # the SkyNomad p3.2xlarge AZs of us-east-1
+            assert row["availability"] == "", r
+    # the SkyNomad p3.2xlarge AZs of us-east-1, for every V100 type offered spot there
+    assert result.signals["availability"] == scored >= 4
     assert result.signals["interruption_band"] == sum(1 for r in fake.data.spot if r.band)
 
 
@@ -223,18 +236,52 @@ def test_regions_and_accelerators_filters(fake):
     want = {k: p for k, p in fake.expected_rows(EAST).items()
             if k[3].startswith(("p3.", "p3dn."))}
     assert keyed(result.rows).keys() == want.keys()
-    assert fake.count("GetSpotPlacementScores") == 4  # p3.2xlarge, p3.8xlarge, p3.16xlarge, p3dn.24xlarge
+    # one request per accelerator model, its types together: V100 (p3.2xlarge, p3.8xlarge, p3.16xlarge)
+    # and V100-32GB (p3dn.24xlarge)
+    assert fake.count("GetSpotPlacementScores") == 2
 
 
 def test_capacity_hint_follows_the_placement_score(fake):
     result = source(fake, likely_score=5, placement_capacity=4).fetch(
         FetchRequest(regions=EAST, accelerators=frozenset({"V100"})))
-    scored = {r["zone"]: r for r in result.rows if r["availability"] != ""}
-    assert {z: r["availability"] for z, r in scored.items()} == {
-        "use1-az1": 0.4, "use1-az2": 0.2, "use1-az5": 0.6, "use1-az6": 0.5}
-    assert {z: r["capacity_hint"] for z, r in scored.items()} == {
-        "use1-az1": "", "use1-az2": "", "use1-az5": 4, "use1-az6": 4}
-    assert result.signals["capacity_hint"] == 2
+    scored = [r for r in result.rows if r["availability"] != ""]
+    # the group's score holds for every V100 type's spot row in the AZ
+    assert {(r["zone"], r["availability"]) for r in scored} == {
+        ("use1-az1", 0.4), ("use1-az2", 0.2), ("use1-az5", 0.6), ("use1-az6", 0.5)}
+    assert {(r["zone"], r["capacity_hint"]) for r in scored} == {
+        ("use1-az1", ""), ("use1-az2", ""), ("use1-az5", 4), ("use1-az6", 4)}
+    assert {r["instance_type"] for r in scored} == {"p3.2xlarge", "p3.8xlarge", "p3.16xlarge"} & {
+        r["instance_type"] for r in result.rows if r["zone"] in {"use1-az1", "use1-az2", "use1-az5", "use1-az6"}}
+    assert result.signals["capacity_hint"] == sum(1 for r in scored if r["capacity_hint"] == 4) >= 2
+    assert all("instances of p3.16xlarge, p3.2xlarge, p3.8xlarge, asked 20" in r["source"] for r in scored)
+
+
+def test_scores_asked_within_24_hours_come_from_the_cache_and_new_groups_keep_the_allowance(fake, geotrain_home):
+    """AWS lets an account ask a limited number of new configurations in 24 hours and repeat those it
+    asked: a refresh asks each group once a day, and stops at the allowance."""
+    at = datetime(2026, 12, 7, 12, 0, tzinfo=timezone.utc)
+    now = [at]
+    both = FetchRequest(regions=EAST, accelerators=frozenset({"V100", "V100-32GB"}))
+    cache = ScoreCache(geotrain_home / "scores.json")  # a file under GEOTRAIN_HOME: private
+
+    def refresh(**kw):  # noqa: ANN003, ANN202
+        return AwsSource(factory(fake), spot_advisor_url=fake.spot_advisor_url, sleep=lambda s: None,
+                         clock=lambda: now[0], score_cache=ScoreCache(cache.path), **kw).fetch(both)
+
+    first = refresh(daily_configurations=1)  # one of the two groups fits the allowance
+    assert fake.count("GetSpotPlacementScores") == 1
+    assert [s.data for s in first.skipped] == [PLACEMENT_SCORES] and "1 of 2 groups" in first.skipped[0].why
+    fake.calls.clear()
+    now[0] = at + timedelta(hours=3)
+    again = refresh(daily_configurations=2)  # the first group from the cache; the second is new
+    assert fake.count("GetSpotPlacementScores") == 1 and again.skipped == ()
+    assert any("asked 2026-12-07T12:00:00Z" in r["source"] for r in again.rows)
+    assert {r["availability"] for r in again.rows if r["instance_type"] == "p3.2xlarge"} >= {0.4, 0.6}
+    fake.calls.clear()
+    now[0] = at + timedelta(hours=25)  # a day later: the first group is asked again
+    refresh(daily_configurations=2)
+    assert fake.count("GetSpotPlacementScores") == 1
+    assert cache.path.exists() and oct(cache.path.stat().st_mode & 0o777) == "0o600"
 
 
 def test_refused_placement_scores_leave_capacity_unknown(fake):

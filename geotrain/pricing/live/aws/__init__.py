@@ -23,13 +23,16 @@ Calls, per refresh (every call of every page wrapped in :func:`with_backoff` for
   one on-demand row is written per AZ (AZ id) in which DescribeInstanceTypeOfferings lists the type,
   all with the region's price; a type that has a price in the region but is listed in none of its
   AZs gets one region-wide row (``zone`` ""), as the bundled tsaol rows are.
-- ``ec2:GetSpotPlacementScores`` (home region; per accelerated type that has a spot price,
+- ``ec2:GetSpotPlacementScores`` (home region; one request per *group*: the accelerated types of one
+  accelerator model that have a spot price, together, as AWS recommends at least three types;
   TargetCapacity = ``placement_capacity`` instances, SingleAvailabilityZone, RegionNames in chunks of
-  10) → on spot rows of the scored AZ: ``availability`` = score / 10 (AWS's 1-10 likelihood that a
-  request of that many instances succeeds there, read as a share; the ``source`` column says
-  "placement score S/10"), ``capacity_hint`` = ``placement_capacity`` when the score is at least
-  ``likely_score`` (default 7: AWS calls 7-10 likely), empty (unknown) below. AWS limits how many
-  distinct configurations an account may score a day; ``placement_scores=False`` skips the call.
+  10) → on spot rows of every type of the group in the scored AZ: ``availability`` = score / 10 (AWS's
+  1-10 likelihood that a request of that many instances succeeds there, read as a share; the
+  ``source`` column says the score, the group, and when it was asked), ``capacity_hint`` =
+  ``placement_capacity`` when the score is at least ``likely_score`` (default 7: AWS calls 7-10
+  likely), empty (unknown) below. A group asked in the last 24 hours is answered from the cache under
+  GEOTRAIN_HOME; new groups stop at the account's allowance (``daily_configurations``, 10). See
+  :mod:`.placement`. ``placement_scores=False`` skips the call.
 - the Spot Advisor feed (public JSON, ``spot_advisor_url``; :meth:`AwsSource.from_environment` reads
   ``$GEOTRAIN_AWS_SPOT_ADVISOR_URL``, else :data:`SPOT_ADVISOR_URL`) → spot rows' ``interruption_band`` (band of
   (region, type), Linux) and ``interruptions_per_hour`` through :mod:`geotrain.pricing.interruption`.
@@ -54,8 +57,9 @@ first call, DescribeRegions) → CredentialsError; DescribeRegions failing other
 
 Modules (each depends only on those named before it; clients, error tables and botocore's exception
 classes are :mod:`geotrain.clouds.aws`'s): ``calls`` (counted calls with backoff and pagination, the
-feed fetch) and ``shapes`` (answers → specs, prices, bands; no I/O) import no sibling; ``check`` (``geotrain check``) uses ``calls``; ``source``
-(:class:`AwsSource`, with :meth:`AwsSource.from_environment`) uses all three.
+feed fetch) and ``shapes`` (answers → specs, prices, bands; no I/O) import no sibling; ``check`` (``geotrain check``) uses ``calls``; ``placement``
+(the groups, the allowance and the cache of placement scores) imports no sibling; ``source``
+(:class:`AwsSource`, with :meth:`AwsSource.from_environment`) uses them all.
 """
 
 from geotrain.pricing.live.aws.calls import SPOT_ADVISOR_URL, SPOT_ADVISOR_URL_ENV

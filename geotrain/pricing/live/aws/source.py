@@ -18,9 +18,18 @@ from geotrain.clouds.aws.errors import CREDENTIAL_CODES, CREDENTIALS_HINT, code_
 from geotrain.clouds.aws.shapes import availability_zone_ids
 from geotrain.clouds.geography import continent_of
 from geotrain.errors import CatalogError, CredentialsError, InputError
+from geotrain.files import geotrain_home
 from geotrain.pricing import interruption
 from geotrain.pricing.live.aws.calls import SPOT_ADVISOR_URL, SPOT_ADVISOR_URL_ENV, AwsCalls, http_json, term_match
 from geotrain.pricing.live.aws.check import check_access
+from geotrain.pricing.live.aws.placement import (
+    QUOTA_CODE,
+    RECOMMENDED_TYPES,
+    Answer,
+    Configuration,
+    ScoreCache,
+    groups,
+)
 from geotrain.pricing.live.aws.shapes import (
     InstanceSpec,
     checked_price,
@@ -49,6 +58,9 @@ from geotrain.pricing.live.base import (
 T = TypeVar("T")
 
 
+SCORE_CACHE_FILE = "aws-placement-scores.json"  # under GEOTRAIN_HOME: placement scores asked, with when
+
+
 class _RegionFailed(Exception):
     def __init__(self, why: str) -> None:
         super().__init__(why)
@@ -65,6 +77,7 @@ class AwsSource:
                  spot_advisor_url: str = SPOT_ADVISOR_URL,
                  fetch_json: Callable[[str], Any] | None = None,
                  placement_scores: bool = True, placement_capacity: int = 8, likely_score: int = 7,
+                 score_cache: ScoreCache | None = None, daily_configurations: int = 10,
                  sleep: Callable[[float], None] = time.sleep, attempts: int = 6, first_pause_s: float = 0.5,
                  clock: Callable[[], datetime] | None = None) -> None:
         self._api = AwsCalls(client_factory or default_client_factory(endpoint_url),
@@ -74,6 +87,7 @@ class AwsSource:
         self._fetch_json = fetch_json or http_json
         self.placement_scores, self.placement_capacity, self.likely_score = (
             placement_scores, placement_capacity, likely_score)
+        self._score_cache, self.daily_configurations = score_cache, daily_configurations
         self._clock = clock or (lambda: datetime.now(timezone.utc))
         self._specs: dict[str, InstanceSpec | None] = {}  # type → spec (None: no accelerator); global
 
@@ -98,7 +112,8 @@ class AwsSource:
         feed_url = os.environ.get(SPOT_ADVISOR_URL_ENV) or SPOT_ADVISOR_URL
         try:
             home_region = boto3.session.Session().region_name or "us-east-1"
-            return cls(home_region=home_region, spot_advisor_url=feed_url)
+            return cls(home_region=home_region, spot_advisor_url=feed_url,
+                       score_cache=ScoreCache(geotrain_home() / SCORE_CACHE_FILE))
         except BotoCoreError as exc:  # ProfileNotFound (AWS_PROFILE names no profile), an unreadable config
             raise CredentialsError(f"AWS: {exc}; {CREDENTIALS_HINT}", scope="aws") from exc
 
@@ -126,7 +141,7 @@ class AwsSource:
                     spot_types[row["instance_type"]].add(region)
         if self.placement_scores and spot_types:
             progress(self.cloud, "*", "placement scores")
-            self._apply_scores(rows, spot_types, skipped)
+            self._apply_scores(rows, spot_types, skipped, request.observed_at or self._clock())
         signals = {"capacity_hint": sum(1 for r in rows if r["capacity_hint"] != ""),
                    "interruption_band": sum(1 for r in rows if r["market"] == "spot" and r["interruption_band"] != ""),
                    "availability": sum(1 for r in rows if r["availability"] != "")}
@@ -322,30 +337,66 @@ class AwsSource:
         return prices
 
     def _apply_scores(self, rows: list[dict[str, Any]], spot_types: Mapping[str, set[str]],
-                      skipped: list[Skipped]) -> None:
-        scores: dict[tuple[str, str, str], int] = {}  # (region, AZ id, type) → score
-        for itype, regions in sorted(spot_types.items()):
-            for chunk in _chunks(sorted(regions), 10):
+                      skipped: list[Skipped], now: datetime) -> None:
+        """Placement scores per group of one accelerator model's types (:mod:`.placement`), from the cache
+        where asked in the last 24 hours, within the account's allowance of new configurations."""
+        from botocore.exceptions import ClientError
+
+        cache = self._score_cache if self._score_cache is not None else ScoreCache()
+        by_model: dict[str, set[str]] = defaultdict(set)
+        for itype in spot_types:
+            spec = self._specs.get(itype)
+            if spec is not None and spec.accelerator:
+                by_model[spec.accelerator].add(itype)
+        configs = groups(by_model, spot_types, self.placement_capacity)
+        scored: dict[tuple[str, str, str], tuple[int, Configuration, datetime]] = {}  # (region, AZ id, type)
+        left = 0
+        for config in configs:
+            answer = cache.fresh(config, now)
+            if answer is None and cache.asked_since(now) >= self.daily_configurations:
+                left += 1
+                continue
+            if answer is None:
                 try:
-                    for s in self._api.pages("ec2", self.home_region, "GetSpotPlacementScores", "SpotPlacementScores",
-                                             InstanceTypes=[itype], TargetCapacity=self.placement_capacity,
-                                             SingleAvailabilityZone=True, RegionNames=chunk, MaxResults=1000):
-                        if s.get("AvailabilityZoneId") and s.get("Region"):
-                            scores[(s["Region"], s["AvailabilityZoneId"], itype)] = int(s["Score"])
+                    got = tuple((s["Region"], s["AvailabilityZoneId"], int(s["Score"])) for s in self._api.pages(
+                        "ec2", self.home_region, "GetSpotPlacementScores", "SpotPlacementScores",
+                        InstanceTypes=list(config.instance_types), TargetCapacity=config.target_capacity,
+                        SingleAvailabilityZone=config.single_az, RegionNames=list(config.regions), MaxResults=1000)
+                        if s.get("AvailabilityZoneId") and s.get("Region"))
                 except sdk_errors() as exc:
+                    if isinstance(exc, ClientError) and code_of(exc) == QUOTA_CODE:
+                        left += 1
+                        continue
                     skipped.append(Skipped("*", PLACEMENT_SCORES, f"GetSpotPlacementScores: {one_line(exc)}; "
                                                                    f"capacity_hint and availability left empty"))
+                    cache.save(now)
                     return
                 except (KeyError, TypeError, ValueError) as exc:
                     raise CatalogError(f"AWS GetSpotPlacementScores: unexpected score record ({exc!r})") from exc
+                answer = Answer(now, got)
+                cache.put(config, answer)
+            for region, zone, score in answer.scores:
+                for itype in config.instance_types:
+                    scored[(region, zone, itype)] = (score, config, answer.asked_at)
+        if left:
+            skipped.append(Skipped("*", PLACEMENT_SCORES, f"{left} of {len(configs)} groups of instance types not "
+                                                           f"scored: the account's allowance of new configurations "
+                                                           f"in 24 hours ({self.daily_configurations}) is used; the "
+                                                           f"next refresh after it renews asks them"))
+        cache.save(now)
         for row in rows:
-            score = scores.get((row["region"], row["zone"], row["instance_type"])) if row["market"] == "spot" else None
-            if score is None:
+            found = scored.get((row["region"], row["zone"], row["instance_type"])) if row["market"] == "spot" else None
+            if found is None:
                 continue
+            score, config, asked = found
             row["availability"] = score / 10.0
             if score >= self.likely_score:
-                row["capacity_hint"] = self.placement_capacity
-            row["source"] = f"{row['source']}; availability = placement score {score}/10 for {self.placement_capacity}"
+                row["capacity_hint"] = config.target_capacity
+            few = len(config.instance_types) < RECOMMENDED_TYPES
+            row["source"] = (f"{row['source']}; availability = placement score {score}/10 for {config.target_capacity} "
+                             f"instances of {', '.join(config.instance_types)}"
+                             + (" (fewer than 3 types: AWS scores such requests low)" if few else "")
+                             + f", asked {_iso(asked)}")
 
     # ------------------------------------------------------------------ check
 
