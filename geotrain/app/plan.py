@@ -14,7 +14,8 @@ from geotrain.planning.planfile import SCHEMA, advantage, finishes_at, plan_to_d
 from geotrain.planning.planner import PlanOptions, make_plan, plan_for_nodes
 from geotrain.planning.taskwords import with_task_words
 from geotrain.pricing.inventory import load_inventory
-from geotrain.pricing.snapshot import SnapshotStore
+from geotrain.pricing.outliers import ROBUST_MARK
+from geotrain.pricing.snapshot import REFRESH_HINT, STALE_AFTER_DAYS, SnapshotStore, age_days
 from geotrain.providers.base import LOCAL_PROVIDER
 from geotrain.solver.model import BACKENDS
 from geotrain.solver.search import SearchProgress
@@ -45,6 +46,7 @@ class PlanRequest:
     rates_file: Path | None = None  # the user's compute rates (``geotrain.perf.rates``): the job's ``rates``
     egress_file: Path | None = None  # the user's egress rates (``geotrain.pricing.egress``): the job's ``egress``
     allow_below_target: bool = False  # a given mix (--nodes) that misses the goal is planned, with a warning
+    raw_prices: bool = False  # plan on the listed prices, low listings not seen since included
     progress: Callable[[SearchProgress], None] | None = None  # hears of the search's solves (a progress display)
     envs: dict[str, str] = field(default_factory=dict)  # a task's envs and secrets (--env, --env-file, --secret)
     document: dict[str, Any] | None = None  # one task of a pipeline file (``spec``), already read
@@ -131,7 +133,7 @@ def run_plan(request: PlanRequest, *, output: Path | None = None, plot: Path | N
     inventory = load_inventory(job.onprem_inventory) if job.onprem_inventory else None
     options = PlanOptions(backend=request.backend, recovery_h=request.recovery_h, provider=request.provider,
                           time_limit_s=request.time_limit_s, progress=request.progress,
-                          allow_below_target=request.allow_below_target)
+                          allow_below_target=request.allow_below_target, raw_prices=request.raw_prices)
     if request.nodes:
         plan = plan_for_nodes(job, snapshot, request.nodes, inventory=inventory, options=options)
     else:
@@ -171,3 +173,22 @@ def plan_record(plan: Plan) -> dict[str, Any]:
 
 __all__ = ["PROVIDERS", "SCHEMA", "PlanRequest", "SearchProgress", "advantage", "finishes_at", "pipeline_of",
            "plan_record", "run_pipeline", "run_plan", "savings", "task_envs", "task_of"]
+
+
+def prices_line(plan: Plan) -> str:
+    """How old the planned offers' prices are, and how many are planned at their type's price elsewhere:
+    the plan's first line after its title."""
+    bought = [i.offer for i in plan.items if i.offer.market.value != "owned"]
+    if not bought:
+        return "none bought: every node is the user's own"
+    newest, oldest = max(o.observed_at for o in bought), min(o.observed_at for o in bought)
+    days = age_days(newest)
+    span = f"{oldest:%Y-%m-%d}" + (f" to {newest:%Y-%m-%d}" if newest.date() != oldest.date() else "")
+    words = f"observed {span}, the newest {days:.0f} days ago"
+    if days > STALE_AFTER_DAYS:
+        words += f" ({REFRESH_HINT})"
+    robust = sum(i.count for i in plan.items if ROBUST_MARK in i.offer.source)
+    if robust:
+        words += (f"; {robust} node{'s' if robust > 1 else ''} at {'their' if robust > 1 else 'its'} type's price "
+                  "elsewhere, listed far lower and not seen since (--raw-prices: as listed)")
+    return words

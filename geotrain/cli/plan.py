@@ -74,6 +74,10 @@ def plan(
     egress: Path = typer.Option(None, "--egress", help="CSV of your own egress rates, in the egress table's format "
                                 "(cloud,link_class,src_continent,dst_continent,usd_per_gb[,payer][,source])."),
     snapshot_id: str = typer.Option(None, "--snapshot", help="Price snapshot id (default: the current one)."),
+    raw_prices: bool = typer.Option(
+        False, "--raw-prices",
+        help="Plan on the listed prices, even a listing far below its type's price elsewhere that nothing recent "
+             "confirms (by default such an offer is planned at its type's price)."),
     output: Path = typer.Option(None, "-o", "--output", help="Write the plan as JSON (for launch and cost-report)."),
     as_json: bool = typer.Option(False, "--json", help="Print the plan as JSON."),
     plot: Path = typer.Option(None, "--plot", help="Draw the cost/throughput frontier to this PNG file."),
@@ -114,7 +118,7 @@ def plan(
         spec=spec, flags=flags, sync_flags=sync_flags, constraint_flags=constraints, onprem=onprem,
         onprem_required=onprem_required, snapshot_id=snapshot_id, backend=backend.upper(),
         recovery_h=recovery_min / 60, time_limit_s=time_limit, nodes=nodes, provider=provider, rates_file=rates,
-        egress_file=egress, allow_below_target=allow_below_target,
+        egress_file=egress, allow_below_target=allow_below_target, raw_prices=raw_prices,
         envs=app_task_envs(env, env_file, secret),
     )
     tasks = pipeline_of(spec) if spec is not None else None
@@ -247,7 +251,7 @@ def _render_task(out, plan) -> None:  # noqa: ANN001
 def render(plan, *, output: Path | None, plot: Path | None) -> None:  # noqa: ANN001
     from rich.table import Table
 
-    from geotrain.app.plan import advantage
+    from geotrain.app.plan import advantage, prices_line
 
     out = console()
     job = plan.job
@@ -265,6 +269,7 @@ def render(plan, *, output: Path | None, plot: Path | None) -> None:  # noqa: AN
                       o.market.value, str(item.count), usd(o.price_usd_per_hour),
                       f"{item.samples_per_s:,.1f}" if job.modelled else "-")
     out.print(table)
+    out.print(f"prices         {prices_line(plan)}")
     t = plan.totals
     if not job.modelled:
         _render_task(out, plan)

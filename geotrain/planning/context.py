@@ -40,6 +40,7 @@ class PlanOptions:
     progress: Callable[[SearchProgress], None] | None = None  # hears of each solve (``solver.search``)
     allow_below_target: bool = False  # a given mix (``plan_for_nodes``) that misses the goal is planned anyway
     capacity: CapacityModel | None = None  # the capacity model (None: the bundled one; a replay's: its past)
+    raw_prices: bool = False  # plan on the listed prices, low unconfirmed listings included (``pricing.outliers``)
 
     def capacity_model(self) -> CapacityModel:
         return self.capacity or CapacityModel.bundled()

@@ -47,6 +47,8 @@ from geotrain.planning.tradeoff import why_homogeneous
 from geotrain.pricing.egress import EgressPrices
 from geotrain.pricing.inventory import Inventory, inventory_table
 from geotrain.pricing.nodespec import parse_nodes, resolve_nodes
+from geotrain.pricing.outliers import ROBUST_MARK, price_flags, robust_offers
+from geotrain.pricing.schema import utc_now
 from geotrain.pricing.snapshot import PriceSnapshot, offers_from_table, staleness_words
 from geotrain.providers.base import LOCAL_PROVIDER
 from geotrain.solver.problem import Limits, Problem
@@ -186,6 +188,8 @@ def build_context(job: JobSpec, snapshot: PriceSnapshot, *, inventory: Inventory
     registry = registry or WorkloadRegistry.bundled()
     workload = registry.for_job(job)
     offers: list[Offer] = list(snapshot.offers())
+    if not options.raw_prices:  # a listing far below its type elsewhere, not seen since, at the type's price
+        offers = robust_offers(offers, price_flags(offers, utc_now()))
     sites = {}
     if inventory is not None:
         offers += offers_from_table(inventory_table(inventory))
@@ -352,6 +356,10 @@ def assumptions_of(ctx: PlanningContext, estimate: Estimate) -> tuple[str, ...]:
     stale = staleness_words(max(bought), min(bought)) if bought else None
     if stale is not None:
         out.append(f"the planned offers' {stale}")
+    for g in estimate.groups:
+        if ROBUST_MARK in g.offer.source:
+            out.append(f"{g.offer.offer_id}: {g.offer.source.split(ROBUST_MARK + ': ', 1)[1]}; planned at "
+                       f"${g.offer.price_usd_per_hour:,.4g}/h (--raw-prices: as listed)")
     host = ctx.perf.host
     if host is not None:
         out.append(f"predicted for the local provider: every node is a process on this machine ({host.cores} cores"
