@@ -65,7 +65,8 @@ def offer_records(view: Any) -> list[dict[str, Any]]:
     """The view's offers as ``--json`` prints them: the offer schema's columns by name, then the figures the
     table adds, unrounded: the on-demand price of the same machine (None where there is none), the spot
     discount as a fraction (spot offers only, as the table shows it) and the price per accelerator-hour
-    (None for machines without accelerators)."""
+    (None for machines without accelerators), and ``price_flag``: what is doubtful about the price (far
+    below its type elsewhere and not seen since, far older than its cloud's others), None for nothing."""
     text = to_text(view)
     records = []
     for (_, typed), (_, raw) in zip(view.iterrows(), text.iterrows(), strict=True):
@@ -83,6 +84,7 @@ def offer_records(view: Any) -> list[dict[str, Any]]:
         for name in DERIVED_COLUMNS:
             value = float(typed[name])
             record[name] = None if math.isnan(value) or (name == "discount" and typed["market"] != "spot") else value
+        record["price_flag"] = typed["price_flag"] or None  # what is doubtful about the price (pricing.outliers)
         records.append(record)
     return records
 

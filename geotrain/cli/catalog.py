@@ -81,7 +81,7 @@ def _render_offers(view, *, total: int, snapshot) -> None:  # noqa: ANN001
                  usd(row.price_usd_per_hour)]
         cells += [usd(row.on_demand_usd_per_hour), discount, usd(row.usd_per_accelerator_hour)] if wide else [
             usd(row.on_demand_usd_per_hour)]
-        table.add_row(*cells, _interruption(row))
+        table.add_row(*cells, _interruption(row) + (f"; price: {row.price_flag}" if row.price_flag else ""))
     out.print(table)
     if total > len(view):
         out.print(f"Showing {len(view)} of {total} offers; --limit 0 shows all, filters narrow the list.")

@@ -9,12 +9,15 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
-from geotrain.domain import JobSpec, NodeGroup, Objective, PlanTotals
+from geotrain.domain import JobSpec, NodeGroup, Objective, Offer, PlanTotals
 from geotrain.perf.describe import bottleneck_words
 from geotrain.perf.model import DataSource, Estimate, PerfModel
 from geotrain.perf.workloads import Workload
 from geotrain.planning.candidates import CandidateSet, goodput_of
 from geotrain.pricing.capacity import CapacityModel
+from geotrain.pricing.outliers import price_flags, robust_offers
+from geotrain.pricing.schema import utc_now
+from geotrain.pricing.snapshot import PriceSnapshot
 from geotrain.solver.problem import Limits, Problem
 from geotrain.solver.search import Searcher, SearchProgress
 
@@ -134,3 +137,12 @@ def totals_of(ctx: PlanningContext, groups: list[NodeGroup], estimate: Estimate)
         usd_per_million_samples=estimate.usd_per_million_samples, interruptions_per_hour=interruptions,
         bottleneck=bottleneck_words(estimate),
     )
+
+
+def planning_offers(snapshot: PriceSnapshot, options: PlanOptions) -> list[Offer]:
+    """The snapshot's offers as plans price them: a listing far below its type's price elsewhere that
+    nothing recent confirms at that price (``pricing.outliers``), unless ``options.raw_prices``."""
+    offers = list(snapshot.offers())
+    if options.raw_prices:
+        return offers
+    return robust_offers(offers, price_flags(offers, utc_now()))

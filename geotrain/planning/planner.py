@@ -32,8 +32,8 @@ from geotrain.planning.baseline import baselines_for
 from geotrain.planning.candidates import build_candidates
 from geotrain.planning.chance import launch_chance_words
 from geotrain.planning.context import (  # noqa: F401 - PlanOptions, predict_groups: the planner's API too
-    DEFAULT_MAX_NODES, PlanningContext, PlanOptions, counts_of, estimate_of, groups_of, keeps_the_goal, predict_groups,
-    totals_of,
+    DEFAULT_MAX_NODES, PlanningContext, PlanOptions, counts_of, estimate_of, groups_of, keeps_the_goal, planning_offers,
+    predict_groups, totals_of,
 )
 from geotrain.planning.explain import cut_short_words, explain_infeasible
 from geotrain.planning.exposure import plaintext_words
@@ -47,8 +47,7 @@ from geotrain.planning.tradeoff import why_homogeneous
 from geotrain.pricing.egress import EgressPrices
 from geotrain.pricing.inventory import Inventory, inventory_table
 from geotrain.pricing.nodespec import parse_nodes, resolve_nodes
-from geotrain.pricing.outliers import ROBUST_MARK, price_flags, robust_offers
-from geotrain.pricing.schema import utc_now
+from geotrain.pricing.outliers import ROBUST_MARK
 from geotrain.pricing.snapshot import PriceSnapshot, offers_from_table, staleness_words
 from geotrain.providers.base import LOCAL_PROVIDER
 from geotrain.solver.problem import Limits, Problem
@@ -162,7 +161,7 @@ def plan_for_nodes(job: JobSpec, snapshot: PriceSnapshot, nodes: str, *, invento
     """A plan of a mix the user chose (node syntax of ``geotrain.pricing.nodespec``), evaluated like a
     solved one, so that it can be launched and compared: no solver runs."""
     requests = parse_nodes(nodes)
-    offers = list(snapshot.offers())
+    offers = planning_offers(snapshot, options)
     if inventory is not None:
         offers += offers_from_table(inventory_table(inventory))
     groups = resolve_nodes(requests, offers)
@@ -187,9 +186,7 @@ def build_context(job: JobSpec, snapshot: PriceSnapshot, *, inventory: Inventory
                   options: PlanOptions = PlanOptions()) -> PlanningContext:
     registry = registry or WorkloadRegistry.bundled()
     workload = registry.for_job(job)
-    offers: list[Offer] = list(snapshot.offers())
-    if not options.raw_prices:  # a listing far below its type elsewhere, not seen since, at the type's price
-        offers = robust_offers(offers, price_flags(offers, utc_now()))
+    offers = planning_offers(snapshot, options)
     sites = {}
     if inventory is not None:
         offers += offers_from_table(inventory_table(inventory))

@@ -23,6 +23,7 @@ from geotrain.domain import JobSpec, Market, NodeGroup, Offer, Plan, PlanItem, P
 from geotrain.errors import InfeasibleError
 from geotrain.planning.candidates import default_interruption_rate, passes_filters
 from geotrain.planning.chance import launch_chance_words
+from geotrain.planning.context import planning_offers
 from geotrain.planning.exposure import plaintext_words
 from geotrain.planning.names import check_names
 from geotrain.pricing.capacity import CapacityModel
@@ -37,7 +38,7 @@ def plan_for_shape(job: JobSpec, snapshot: PriceSnapshot, *, inventory: Inventor
     """The cheapest ``job.constraints.node_count`` (default 1) nodes that match the job's filters;
     ``groups``: a mix the user gave (``--nodes``), priced as it is."""
     started = time.perf_counter()
-    offers: list[Offer] = list(snapshot.offers())
+    offers: list[Offer] = planning_offers(snapshot, options)
     if inventory is not None:
         offers += offers_from_table(inventory_table(inventory))
     check_names(job, offers)

@@ -7,7 +7,10 @@ from pathlib import Path
 
 import pandas as pd
 
+from geotrain.domain import Market, OfferId
 from geotrain.pricing.importers import FileFormat, ImportResult, import_offers
+from geotrain.pricing.outliers import price_flags
+from geotrain.pricing.schema import utc_now
 from geotrain.pricing.snapshot import BUNDLED, OfferFilter, PriceSnapshot, SnapshotStore, age_days, staleness_words
 
 _PLACE = ["cloud", "region", "zone", "instance_type"]
@@ -18,8 +21,9 @@ def comparison_view(snapshot: PriceSnapshot, offer_filter: OfferFilter) -> pd.Da
 
     Columns: the schema's, plus ``on_demand_usd_per_hour`` (same zone, else the region-wide
     on-demand row, else the cheapest on-demand row in the region), ``discount`` (1 − price /
-    on-demand) and ``usd_per_accelerator_hour``. Sorted by price per accelerator (CPU-only machines
-    last, by price), then price.
+    on-demand), ``usd_per_accelerator_hour`` and ``price_flag`` (what ``geotrain.pricing.outliers``
+    doubts about the price: far below its type elsewhere, far older than its cloud's others; "" for
+    none). Sorted by price per accelerator (CPU-only machines last, by price), then price.
     """
     table = snapshot.table
     rows = table[offer_filter.mask(table)].copy()
@@ -41,6 +45,11 @@ def comparison_view(snapshot: PriceSnapshot, offer_filter: OfferFilter) -> pd.Da
     rows.loc[rows["market"] == "on_demand", "discount"] = 0.0
     count = rows["accelerator_count"].where(rows["accelerator_count"] > 0)
     rows["usd_per_accelerator_hour"] = rows["price_usd_per_hour"] / count
+    flags = price_flags(snapshot.offers(), utc_now())
+    ids = (str(OfferId(c, r, z if isinstance(z, str) else "", t, Market(m)))
+           for c, r, z, t, m in zip(rows["cloud"], rows["region"], rows["zone"], rows["instance_type"], rows["market"],
+                                    strict=True))
+    rows["price_flag"] = [flags[i].words() if i in flags else "" for i in ids]
     rows["_cpu"] = rows["usd_per_accelerator_hour"].isna()
     rows = rows.sort_values(["_cpu", "usd_per_accelerator_hour", "price_usd_per_hour", "cloud", "region", "zone"],
                             kind="stable")
