@@ -72,7 +72,9 @@ def target_of(choice: dict, workload: str, strategy: str | None) -> tuple[float,
     sync = SyncSettings() if strategy is None else SyncSettings(strategy=SyncStrategyName(strategy))
     job = JobSpec("skypilot", workload, Objective.MIN_COST, target_samples_per_s=1.0, sync=sync,
                   constraints=Constraints(max_nodes=max(64, choice["num_nodes"])))
-    plan = plan_for_nodes(job, bundled_snapshot(), nodes, options=PlanOptions(frontier_points=0))
+    # SkyPilot's choice at the prices SkyPilot sees (the listed ones); geotrain's own plan prices a listing
+    # far below its type elsewhere at the type's price (``pricing.outliers``), so its $/h may be the higher
+    plan = plan_for_nodes(job, bundled_snapshot(), nodes, options=PlanOptions(frontier_points=0, raw_prices=True))
     return plan.totals.goodput_samples_per_s, plan.totals.usd_per_hour, nodes
 
 
