@@ -69,7 +69,7 @@ class Case:
 def _offers(doc: dict, result) -> None:  # noqa: ANN001
     offers = doc["offers"]
     assert offers and doc["total"] >= len(offers) and doc["snapshot_id"].startswith("snap-")
-    assert all(list(o) == [*COLUMN_NAMES, *DERIVED_COLUMNS] for o in offers)
+    assert all(list(o) == [*COLUMN_NAMES, *DERIVED_COLUMNS, "price_flag"] for o in offers)
     assert all(o["market"] == "spot" and o["discount"] is not None and 0 < o["discount"] < 1 for o in offers)
     if doc["stale"]:  # the bundled prices are old: the note goes to stderr, the document says it too
         assert doc["stale"] in result.stderr
