@@ -27,8 +27,7 @@ from geotrain.perf.workloads import Workload, WorkloadRegistry
 from geotrain.planning.planner import site_placements
 from geotrain.pricing.egress import EgressPrices
 from geotrain.pricing.inventory import Inventory, inventory_table, load_inventory
-from geotrain.pricing.outliers import price_flags, robust_offers
-from geotrain.pricing.schema import utc_now
+from geotrain.pricing.outliers import as_planned
 from geotrain.pricing.nodespec import parse_nodes, resolve_nodes
 from geotrain.pricing.snapshot import OfferFilter, SnapshotStore, offers_from_table
 from geotrain.providers.base import LOCAL_PROVIDER
@@ -138,10 +137,10 @@ class Estimator:
         if len(self._offers) < _FILTERED_KEYS:
             wanted = OfferFilter(clouds=(cloud,), instance_types=(instance_type,))
             mine = [o for o in self._inventory_offers if (o.location.cloud, o.shape.instance_type) == key]
-            self._offers[key] = [*_as_planned(self._snapshot.offers(wanted)), *mine]
+            self._offers[key] = [*as_planned(self._snapshot.offers(wanted)), *mine]
             return self._offers[key]
         self._offers = {}
-        for offer in (*_as_planned(self._snapshot.offers()), *self._inventory_offers):
+        for offer in (*as_planned(self._snapshot.offers()), *self._inventory_offers):
             self._offers.setdefault((offer.location.cloud, offer.shape.instance_type), []).append(offer)
         self._indexed = True
         return self._offers.get(key, [])
@@ -258,9 +257,3 @@ def estimate_record(outcome: EstimateResult) -> dict[str, Any]:
         },
     }
 
-
-def _as_planned(offers: Sequence[Offer]) -> list[Offer]:
-    """Offers at the prices plans use (``pricing.outliers``: a listing far below its type's price elsewhere,
-    not seen since, at that price). A type's reference is its own listings', so one type's offers suffice."""
-    offers = list(offers)
-    return robust_offers(offers, price_flags(offers, utc_now()))

@@ -15,8 +15,7 @@ from geotrain.perf.model import DataSource, Estimate, PerfModel
 from geotrain.perf.workloads import Workload
 from geotrain.planning.candidates import CandidateSet, goodput_of
 from geotrain.pricing.capacity import CapacityModel
-from geotrain.pricing.outliers import price_flags, robust_offers
-from geotrain.pricing.schema import utc_now
+from geotrain.pricing.outliers import as_planned
 from geotrain.pricing.snapshot import PriceSnapshot
 from geotrain.solver.problem import Limits, Problem
 from geotrain.solver.search import Searcher, SearchProgress
@@ -145,4 +144,4 @@ def planning_offers(snapshot: PriceSnapshot, options: PlanOptions) -> list[Offer
     offers = list(snapshot.offers())
     if options.raw_prices:
         return offers
-    return robust_offers(offers, price_flags(offers, utc_now()))
+    return as_planned(offers)

@@ -107,6 +107,15 @@ def robust_offers(offers: Iterable[Offer], flags: dict[str, PriceFlag]) -> list[
     return out
 
 
+def as_planned(offers: Iterable[Offer], now: datetime | None = None) -> list[Offer]:
+    """The offers at the prices plans use: :func:`robust_offers` of their own :func:`price_flags` (a type's
+    reference is its own listings', so one type's offers are enough)."""
+    from geotrain.pricing.schema import utc_now
+
+    offers = list(offers)
+    return robust_offers(offers, price_flags(offers, now or utc_now()))
+
+
 def _reference(n: int, prices: list[float], regions: list[str]) -> float | None:
     """The median price of the group's other offers: in offer ``n``'s region where enough, else all."""
     others = [(p, r) for j, (p, r) in enumerate(zip(prices, regions, strict=True)) if j != n and p > 0]

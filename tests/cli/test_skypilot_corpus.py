@@ -23,8 +23,7 @@ import yaml
 from typer.testing import CliRunner
 
 from geotrain.cli import app
-from geotrain.pricing.outliers import price_flags, robust_offers
-from geotrain.pricing.schema import utc_now
+from geotrain.pricing.outliers import as_planned
 from geotrain.pricing.snapshot import bundled_snapshot
 
 CORPUS = Path(__file__).resolve().parents[1] / "data" / "skypilot_tasks"
@@ -57,7 +56,7 @@ def as_planned(row: dict) -> float:
     if not hasattr(as_planned, "prices"):
         offers = list(bundled_snapshot().offers())
         as_planned.prices = {o.offer_id: o.price_usd_per_hour
-                             for o in robust_offers(offers, price_flags(offers, utc_now()))}
+                             for o in as_planned(offers)}
     key = f"{row['cloud']}/{row['region']}/{row['zone'] or '-'}/{row['instance_type']}/{row['market']}"
     return as_planned.prices.get(key, float(row["price_usd_per_hour"]))
 

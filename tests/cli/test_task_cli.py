@@ -11,8 +11,7 @@ from typer.testing import CliRunner
 
 from geotrain.cli import app
 from geotrain.domain import Market
-from geotrain.pricing.outliers import price_flags, robust_offers
-from geotrain.pricing.schema import utc_now
+from geotrain.pricing.outliers import as_planned
 from geotrain.pricing.snapshot import bundled_snapshot
 
 runner = CliRunner()
@@ -34,7 +33,7 @@ def cheapest(pred) -> float:  # noqa: ANN001
     """The referee: the lowest $/h of the bundled offers that ``pred`` accepts, read from the snapshot at the
     prices plans use (a listing far below its type elsewhere, not seen since, at the type's price)."""
     offers = list(bundled_snapshot().offers())
-    return min(o.price_usd_per_hour for o in robust_offers(offers, price_flags(offers, utc_now())) if pred(o))
+    return min(o.price_usd_per_hour for o in as_planned(offers) if pred(o))
 
 
 def test_hello_plans_one_node_the_cheapest_v100_on_aws(tmp_path):
