@@ -14,6 +14,7 @@ than aws, gcp and azure left out; AWS opt-in regions, Local and Wavelength Zones
 from __future__ import annotations
 
 import csv
+import functools
 import json
 import re
 from pathlib import Path
@@ -51,14 +52,16 @@ def rows() -> list[dict]:
 ROWS = rows()
 
 
-def as_planned(row: dict) -> float:
+@functools.cache
+def planned_prices() -> dict[str, float]:
+    """Every bundled offer's $/h at the prices plans use (``pricing.outliers.as_planned``)."""
+    return {o.offer_id: o.price_usd_per_hour for o in as_planned(list(bundled_snapshot().offers()))}
+
+
+def planned_price(row: dict) -> float:
     """A row's $/h at the prices plans use."""
-    if not hasattr(as_planned, "prices"):
-        offers = list(bundled_snapshot().offers())
-        as_planned.prices = {o.offer_id: o.price_usd_per_hour
-                             for o in as_planned(offers)}
     key = f"{row['cloud']}/{row['region']}/{row['zone'] or '-'}/{row['instance_type']}/{row['market']}"
-    return as_planned.prices.get(key, float(row["price_usd_per_hour"]))
+    return planned_prices().get(key, float(row["price_usd_per_hour"]))
 
 
 def accelerators(value) -> list[tuple[str | None, int]]:  # noqa: ANN001
@@ -187,7 +190,7 @@ def _row(label: str, task: dict, plan: dict) -> tuple[str, str, str, str]:
     listed, row = pick
     # SkyPilot picks by the listed price; both are compared at the prices plans use (a listing far below its
     # type elsewhere that nothing recent confirms at the type's price: geotrain.pricing.outliers)
-    price = listed * as_planned(row) / float(row["price_usd_per_hour"])
+    price = listed * planned_price(row) / float(row["price_usd_per_hour"])
     assert planned <= price * (1 + 1e-9), f"${planned}/h planned, SkyPilot's pick ${price}/h (listed ${listed}/h)"
     first = plan["items"][0]["offer"]
     ours = (f"{sum(i['count'] for i in plan['items'])}x {first['cloud']}/{first['region']} {first['instance_type']} "
