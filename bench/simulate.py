@@ -207,6 +207,7 @@ def report(sets: list[Set], slacks: list[float], cells: dict, regions_of: dict[i
     summary: dict[str, list[float]] = {}
     savings, multi_savings, worst = [], [], []
     missed_total = 0
+    by_slack: dict[float, list[tuple[float, float, float, int]]] = {}  # (geotrain, up-s x oracle, saving, missed)
     for i, s in enumerate(sets):
         for slack in slacks:
             rows = usable.get((i, slack), [])
@@ -232,6 +233,8 @@ def report(sets: list[Set], slacks: list[float], cells: dict, regions_of: dict[i
                     missed_total += missed
             saving = 1 - statistics.mean(r[geo][0] / r["up-s"][0] for r in rows)
             print(f"  geotrain vs up-s: {100 * saving:+.1f} % cheaper")
+            by_slack.setdefault(slack, []).append((ratio_to_oracle(rows, geo), ratio_to_oracle(rows, "up-s"), saving,
+                                                   sum(1 for r in rows if not r[geo][1])))
             savings.append(saving)
             worst.append((saving, f"{s.name} {slack:g}x"))
             if regions_of[i] > 1:
@@ -247,6 +250,22 @@ def report(sets: list[Set], slacks: list[float], cells: dict, regions_of: dict[i
         print(f"worst cell against up-s: {100 * low[0]:+.1f} % ({low[1]}; target: no cell below -3 %); "
               f"cells below -3 %: {sum(1 for w in worst if w[0] < -0.03)} of {len(worst)}")
     print(f"geotrain missed deadlines: {missed_total} (target 0)")
+    print_by_slack(by_slack)
+
+
+def print_by_slack(by_slack: dict[float, list[tuple[float, float, float, int]]]) -> None:
+    """Per slack, over its cells: geotrain's and up-s's mean ratio to the oracle, geotrain against up-s
+    (mean and worst cell), missed deadlines. Targets (issue 45): at every slack no cell below -3 %;
+    at slack 2.0 geotrain <= 1.3x the oracle on average."""
+    print("\nby slack (geotrain held out; a cell: a set at that slack)")
+    print(f"  {'slack':>5} {'cells':>5} {'geotrain x oracle':>17} {'up-s x oracle':>13} {'vs up-s mean':>12} "
+          f"{'worst cell':>10} {'cells < -3 %':>12} {'missed':>6}")
+    for slack in sorted(by_slack):
+        cells = by_slack[slack]
+        print(f"  {slack:>5g} {len(cells):>5d} {statistics.mean(c[0] for c in cells):>17.3f} "
+              f"{statistics.mean(c[1] for c in cells):>13.3f} {100 * statistics.mean(c[2] for c in cells):>+11.1f}% "
+              f"{100 * min(c[2] for c in cells):>+9.1f}% {sum(1 for c in cells if c[2] < -0.03):>12d} "
+              f"{sum(c[3] for c in cells):>6d}")
 
 
 def speed() -> None:

@@ -17,11 +17,11 @@ the expected cost to finish, one step ahead (``S`` samples and ``H`` hours left,
   on-demand; ``c_s`` $/good sample of spot and ``λ`` the gangs it loses per hour held, both as the
   market usually is (over the time watched, at each moment the one-zone mix then up that is cheapest
   per good sample when entered at the start of its spell); ``q`` the share of the work spot does before
-  the margin ``m = H − R − S/r_od`` cannot pay for one more loss: with ``T = S/r_od``, ``w`` the hours
-  spent waiting per hour of spot (the time no such mix was up), ``L = R + C/2 + Δ/2`` the margin one
-  loss spends and ``k = (m − w·T)/L`` the losses it pays for,
-  ``q = E[min(T, τ_{k+1})]/T = (1/(λT))·Σ_{j≤k} P(N(λT) > j)`` (``N`` Poisson, ``τ_{k+1}`` the time of the
-  loss that spends the margin; linear between whole ``k``).
+  the margin ``m = H − R − S/r_od`` is spent: with ``T = S/r_od``, ``w`` the hours spent waiting per hour
+  of spot (the time no such mix was up) and ``L = R + C/2 + Δ/2`` the margin one loss spends, spot that
+  has trained ``t`` hours has spent ``w·t + L·N(λt)`` (``N`` Poisson) and trains on while that is at most
+  ``m``: ``q = (1/T)·∫₀ᵀ P(N(λt) ≤ (m − w·t)/L) dt`` (linear between whole numbers of losses). The
+  waiting comes as spot trains, not all of it first.
 - *Entering a mix* (a restart; a change the run makes checkpoints first), held until its need breaks
   at ``X`` or the work is done: ``J = E[cost(min(X, R + S/r)) + V(S − g(X), H − X)]``, with
   ``g(X) = r·C·⌊(X − R)/C⌋`` the work that reached a checkpoint (all of it with a notice long enough to
@@ -30,14 +30,18 @@ the expected cost to finish, one step ahead (``S`` samples and ``H`` hours left,
   checkpoint at stake.
 - *Waiting* for a spot mix that is down now until its down spell is expected to end (at least a look),
   then entering it at the start of its spell: the same ``J`` at ``H`` less that wait.
-- *An on-demand stint* while every spot mix is down, for the outage's expected rest ``W``:
+- *An on-demand stint* while every spot mix is down (behind the pace; see below), for the outage's expected rest ``W``:
   ``cost(W) + V(S − r_od·(W − R), H − W)``; while spot is up, on-demand to the end.
 
 The smallest expected cost wins; leaving the mix held must win by :data:`SWITCH_MARGIN` of it, and
 waiting must win by :data:`WAIT_MARGIN` over the best mix to enter (closer estimates are noise, and a
-look of waiting spends margin that a policy asking again each look would spend again). A *pace*
-(:data:`PACE`, Uniform Progress's line) keeps ``λ_p·m₀·H/H₀`` of the first margin ``m₀``: behind it the
-run does not wait, and an on-demand gang it holds stays until a restart's worth ahead. A zone that
+look of waiting spends margin that a policy asking again each look would spend again; an on-demand
+gang given back to wait needs only that margin, as it spends no restart). A *pace* keeps the lesser of
+Uniform Progress's line ``λ_p·m₀·H/H₀`` (:data:`PACE`; ``m₀`` the first margin) and what the work left
+is expected to spend, ``T·(w + λ·L)``: behind it the run does not wait, and an on-demand gang it holds
+stays until a restart's worth ahead; ahead of it, while every spot mix is down, the run waits (the
+margin is there to wait out the outage; with twice the time needed, the calendar's line alone called
+a run that had waited an hour "behind" and bought on-demand through the next outage). A zone that
 flapped is left alone while its young spells' hazard makes it dear, and taken again when its spells
 say it holds; a zone's price, its restarts and its lost work are in the same figure.
 """
@@ -123,46 +127,55 @@ class MarketValue:
     wait_usd: float = math.inf  # waiting for a spot mix that is down now (inf: none to wait for)
 
     def work_usd(self, samples: np.ndarray | float, hours_left: np.ndarray | float, restart_h: float) -> np.ndarray:
-        """``V(S, H) = S·(q·c_s + (1 − q)·c_od)``: spot trains until the margin cannot pay for one more
-        loss, on-demand the rest. With ``T = S/r`` hours of training, ``m = H − R − T`` the margin,
-        ``k = (m − w·T)/L`` the losses it pays for and ``N`` the losses of a Poisson process of rate ``λ``,
-        spot trains ``E[min(T, τ_{k+1})] = (1/λ)·Σ_{j≤k} P(N(λT) > j)`` of the ``T`` hours (``τ_{k+1}`` the
-        time of the loss that spends it), linear between whole ``k``."""
+        """``V(S, H) = S·(q·c_s + (1 − q)·c_od)``: spot trains until the margin cannot pay for what it has
+        spent, on-demand the rest. With ``T = S/r`` hours of training and ``m = H − R − T`` the margin, spot
+        that has trained ``t`` hours has spent ``w·t`` of it waiting and ``L·N(λt)`` on losses (``N`` a
+        Poisson process); it trains on while ``w·t + L·N(λt) ≤ m``, so
+        ``q = (1/T)·∫₀ᵀ P(N(λt) ≤ (m − w·t)/L) dt`` (linear between whole numbers of losses). The waiting
+        comes as spot trains, not all at once: a margin that pays for half the waiting ahead still lets
+        spot do about half the work."""
         samples = np.maximum(np.asarray(samples, dtype=float), 0.0)
         if self.spot_usd_per_sample >= self.on_demand_usd_per_sample:
             return samples * self.on_demand_usd_per_sample
         train_h = samples / (3600 * self.on_demand_samples_per_s)
         margin_h = np.asarray(hours_left, dtype=float) - restart_h - train_h
-        losses = (margin_h - self.waiting_share * train_h) / max(self.loss_h, 1e-9)
-        share = _spot_share(train_h * self.preemptions_per_h, losses)
+        share = _spot_share(train_h, margin_h, self.preemptions_per_h, self.waiting_share, self.loss_h)
         return samples * (share * self.spot_usd_per_sample + (1 - share) * self.on_demand_usd_per_sample)
 
 
-def _spot_share(expected_losses: np.ndarray, affordable: np.ndarray) -> np.ndarray:
-    """``E[min(T, τ_{k+1})]/T`` for ``μ = λT`` expected losses and ``k`` affordable ones (fractional:
-    linear between whole numbers; below 0: none)."""
-    mu = np.maximum(np.atleast_1d(np.asarray(expected_losses, dtype=float)), 0.0)
-    k = np.atleast_1d(np.asarray(affordable, dtype=float))
-    mu, k = np.broadcast_arrays(mu, k)
-    out = np.zeros(mu.shape)
+SHARE_POINTS = 24  # where the share's integral over the training left is taken (midpoints)
+
+
+def _spot_share(train_h: np.ndarray, margin_h: np.ndarray, losses_per_h: float, waiting_share: float,
+                loss_h: float) -> np.ndarray:
+    """``q`` of :meth:`MarketValue.work_usd`: the share of ``train_h`` hours that spot trains before a
+    margin of ``margin_h`` is spent by ``waiting_share`` hours of waiting per hour trained and ``loss_h``
+    a loss, at ``losses_per_h`` (the integral by the midpoint rule)."""
+    train, margin = np.broadcast_arrays(np.maximum(np.asarray(train_h, dtype=float), 0.0),
+                                        np.asarray(margin_h, dtype=float))
+    shape = train.shape
+    train, margin = train.reshape(-1), margin.reshape(-1)
+    steps = (np.arange(SHARE_POINTS) + 0.5) / SHARE_POINTS
+    at_h = train[:, None] * steps[None, :]  # hours trained at each point
+    mu = losses_per_h * at_h
+    k = (margin[:, None] - waiting_share * at_h) / max(loss_h, 1e-9)  # losses the margin still pays for there
+    alive = np.zeros(at_h.shape)
     ok = k >= 0
-    certain = ok & (k > mu + 10 * np.sqrt(mu) + 10)  # the margin pays for every loss it will meet
-    out[certain] = 1.0
-    small = mu < 1e-9
-    out[ok & small & ~certain] = 1.0
-    todo = ok & ~certain & ~small
+    sure = ok & ((mu < 1e-9) | (k > mu + 10 * np.sqrt(mu) + 10))  # no loss expected, or every one paid for
+    alive[sure] = 1.0
+    todo = ok & ~sure
     if todo.any():
         m, kk = mu[todo], k[todo]
         top = int(np.floor(kk.max())) + 2
         j = np.arange(top)
         log_pmf = j * np.log(m[:, None]) - m[:, None] - np.array([math.lgamma(x + 1) for x in j])
-        tail = 1 - np.cumsum(np.exp(log_pmf), axis=1)  # P(N > j)
-        partial = np.cumsum(tail, axis=1) / m[:, None]  # Σ_{i≤j} P(N > i)/μ = E[min(T, τ_{j+1})]/T
+        cdf = np.cumsum(np.exp(log_pmf), axis=1)  # P(N ≤ j)
         low = np.floor(kk).astype(int)
         frac = kk - low
         rows = np.arange(len(kk))
-        out[todo] = (1 - frac) * partial[rows, low] + frac * partial[rows, np.minimum(low + 1, top - 1)]
-    return np.clip(out, 0.0, 1.0).reshape(np.shape(np.broadcast_arrays(expected_losses, affordable)[0]))
+        alive[todo] = (1 - frac) * cdf[rows, low] + frac * cdf[rows, np.minimum(low + 1, top - 1)]
+    out = np.where(train > 0, np.clip(alive, 0.0, 1.0).mean(axis=1), 1.0)
+    return out.reshape(shape)
 
 
 class SpotPolicy:
@@ -192,10 +205,14 @@ class SpotPolicy:
         h = d.hours_left
         if self._paced is None:  # the first decision: the margin to pace over the hours to the deadline
             self._paced = (max(0.0, d.margin_h()), max(h, 1e-9))
-        behind = d.margin_h() < self.reserve_h(h)
+        reserve = self.reserve_h(h, d.samples_left, value)
+        behind = d.margin_h() < reserve
         held = situation.held
-        if held is not None and held.on_demand and d.margin_h() < self.reserve_h(h) + d.restart_h:
+        if held is not None and held.on_demand and d.margin_h() < reserve + d.restart_h:
             return Decision(held, False, math.nan, "on-demand until a restart's worth ahead of the pace")
+        if value is not None and value.outage_h > 0 and not behind and (held is None or held.on_demand):
+            # every spot mix is down and the margin is ahead of the pace: the time is there to wait
+            return Decision(None, False, value.wait_usd, "ahead of the pace: waiting for spot")
         wait = value.wait_usd if value is not None and not behind else math.inf
         waiting = Decision(None, False, wait, "waiting for spot")
         stay = None
@@ -210,21 +227,31 @@ class SpotPolicy:
             if entry is None or cost < entry.expected_usd:
                 entry = Decision(mix, False, cost, "the least expected cost to finish")
         # a change must win by a margin: leaving the gang held, and waiting over the best entry (estimates
-        # this close are noise, and each change spends a restart or a look of the margin)
+        # this close are noise, and each change spends a restart or a look of the margin); an on-demand
+        # gang given back to wait spends no restart, so waiting needs only its own margin over it
         if entry is None or waiting.expected_usd < entry.expected_usd * (1 - WAIT_MARGIN):
             entry = waiting
-        if stay is not None and entry.expected_usd >= stay.expected_usd * (1 - self.switch_margin):
+        switch = WAIT_MARGIN if held is not None and held.on_demand and entry.mix is None else self.switch_margin
+        if stay is not None and entry.expected_usd >= stay.expected_usd * (1 - switch):
             return stay
         return entry
 
-    def reserve_h(self, hours_left):  # noqa: ANN001, ANN201 - hours, or an array of them
-        """The margin the pace keeps with ``hours_left`` to go: ``λ·m₀·H/H₀`` (Uniform Progress, ``λ = 1``,
-        spends the first margin ``m₀`` evenly over the time). No reserve where the first margin was
-        unbounded (nothing left to train, or no on-demand gang to fall back on): there was no net to pace."""
+    def reserve_h(self, hours_left: float, samples_left: float = 0.0, value: MarketValue | None = None) -> float:
+        """The margin the pace keeps with ``hours_left`` to go: the lesser of the calendar's line
+        ``λ·m₀·H/H₀`` (Uniform Progress, ``λ = 1``, spends the first margin ``m₀`` evenly over the time)
+        and what the work left is expected to spend, ``T·(w + λ_s·L)`` (``V``'s waiting share and losses
+        over its ``T`` hours of training). With slack the calendar's line keeps far more than the market
+        needs, and a run that waited an hour would be "behind" and buy on-demand through the next
+        outage; the expected spend lets it wait wherever the market leaves the time. No reserve where the
+        first margin was unbounded (nothing left to train, or no on-demand gang to fall back on)."""
         if self._paced is None or math.isinf(self._paced[0]):
             return 0.0
         margin_h, start_h = self._paced
-        return self.pace * margin_h * np.maximum(0.0, hours_left) / start_h
+        line_h = self.pace * margin_h * max(0.0, hours_left) / start_h
+        if value is None or not math.isfinite(value.spot_usd_per_sample):
+            return line_h
+        train_h = samples_left / (3600 * value.on_demand_samples_per_s)
+        return min(line_h, train_h * (value.waiting_share + value.preemptions_per_h * value.loss_h))
 
     # -- the estimates ------------------------------------------------------------------------
 

@@ -95,6 +95,7 @@ ZONES_3Z_2R = ("aws/us-east-1/use1-az1", "aws/us-east-1/use1-az2", "aws/us-east-
 ZONES_3R = ("aws/us-east-1/use1-az1", "aws/us-east-1/use1-az2", "aws/us-east-2/use2-az1",
             "aws/us-west-2/usw2-az1", "aws/us-west-2/usw2-az2")  # 3 regions, 1-2 zones each
 ZONES_1R_2Z = ("aws/us-west-2/usw2-az2", "aws/us-west-2/usw2-az3")
+ZONES_1Z = ("aws/us-east-1/use1-az1",)
 ZONES_3CONT = ("aws/us-east-1/use1-az1", "aws/eu-west-1/euw1-az2", "aws/ap-northeast-1/apne1-az4")
 ZONES_10 = ("aws/us-east-1/use1-az1", "aws/us-east-1/use1-az2", "aws/us-east-1/use1-az5",
             "aws/us-east-1/use1-az6", "aws/us-east-2/use2-az1", "aws/us-east-2/use2-az2",
@@ -557,11 +558,20 @@ GRID: tuple[MarketSpec, ...] = (
     MarketSpec(instance_type="a3-highgpu-1g", zones=ZONES_H100_GCP, capacity=16, up_mean_h=12.0,
                down_mean_h=4.0, shape=0.6, zone_spread=0.3, partial_share=0.5, partial_h=4.0, outage_per_day=0.2,
                outage_h=2.0, diurnal_amplitude=0.3),
+    # one zone, one node, no zone to fail over to: long spells broken by episodes of 15-minute flaps (a
+    # policy with slack should wait them out rather than buy on-demand through them)
+    MarketSpec(zones=ZONES_1Z, capacity=0, up_mean_h=6.0, down_mean_h=2.0, shape=0.6, flap_zones=1,
+               flap_up_h=0.25, flap_down_h=0.25, flap_episode_share=0.3, flap_episode_h=4.0),
+    # one zone, gangs of 16: often only part of the 16, the same flapping episodes
+    MarketSpec(zones=ZONES_1Z, capacity=16, up_mean_h=6.0, down_mean_h=2.0, shape=0.6, partial_share=0.3,
+               partial_h=2.0, flap_zones=1, flap_up_h=0.25, flap_down_h=0.25, flap_episode_share=0.3,
+               flap_episode_h=4.0),
     # everything at once over 10 zones in 4 regions
     MarketSpec(zones=ZONES_10, capacity=8, up_mean_h=8.0, down_mean_h=2.0, shape=0.7, zone_spread=0.5,
                flap_zones=2, flap_episode_share=0.4, partial_share=0.25, outage_per_day=0.3, outage_h=2.0,
                diurnal_amplitude=0.3, price_noise=0.08, spike_per_day=0.5, spike_factor=2.0, spike_h=2.0),
 )
 
-__all__ = ["DEFAULT_INSTANCE_TYPE", "DEFAULT_START", "GRID", "ZONES_1R_2Z", "ZONES_3CONT", "ZONES_3R", "ZONES_3Z_2R",
-           "ZONES_10", "ZONES_H100_GCP", "CatalogZone", "MarketSpec", "catalog_zones", "generate", "utc_offset_h"]
+__all__ = ["DEFAULT_INSTANCE_TYPE", "DEFAULT_START", "GRID", "ZONES_1R_2Z", "ZONES_1Z", "ZONES_3CONT", "ZONES_3R",
+           "ZONES_3Z_2R", "ZONES_10", "ZONES_H100_GCP", "CatalogZone", "MarketSpec", "catalog_zones", "generate",
+           "utc_offset_h"]

@@ -16,6 +16,7 @@ from geotrain.sim.market import UNLIMITED, align
 from geotrain.sim.markets import (
     GRID,
     ZONES_1R_2Z,
+    ZONES_1Z,
     ZONES_3CONT,
     ZONES_3R,
     ZONES_3Z_2R,
@@ -94,7 +95,7 @@ def test_traces_follow_the_zone_trace_contract():
 
 def test_default_zone_sets_are_in_the_catalog():
     v100 = set(catalog_zones("p3.2xlarge"))
-    for zones in (ZONES_3Z_2R, ZONES_3R, ZONES_1R_2Z, ZONES_3CONT, ZONES_10):
+    for zones in (ZONES_3Z_2R, ZONES_3R, ZONES_1R_2Z, ZONES_1Z, ZONES_3CONT, ZONES_10):
         assert set(zones) <= v100
     assert set(ZONES_H100_GCP) <= set(catalog_zones("a3-highgpu-1g"))
     assert "gcp/us-central1" in catalog_zones("a3-highgpu-8g")  # a region-wide price: the region is the scope
@@ -137,9 +138,12 @@ def test_a_negative_seed_is_refused():
 
 
 def test_the_grid_spans_the_regimes():
-    assert 8 <= len(GRID) <= 12
+    assert 8 <= len(GRID) <= 14
     assert len({s.name for s in GRID}) == len(GRID)
     assert any(s.flag and len(s.zones) == 2 and len(s.regions) == 1 for s in GRID)
+    # one zone with nowhere to fail over to, flapping, for one node and for a gang of 16
+    assert any(s.flag and len(s.zones) == 1 and s.flap_zones for s in GRID)
+    assert any(s.capacity == 16 and len(s.zones) == 1 and s.flap_zones for s in GRID)
     assert any(s.capacity == 4 and len(s.regions) == 3 for s in GRID)
     assert any(s.capacity == 16 and len(s.zones) == 3 and len(s.regions) == 2 and s.partial_share > 0 for s in GRID)
     assert any(s.flap_zones for s in GRID) and any(s.shape < 1 for s in GRID)

@@ -177,6 +177,39 @@ def test_a_cheap_zone_that_flaps_is_left_alone_while_up_s_keeps_losing_gangs_the
     assert geo.usd < ups.usd
 
 
+def test_with_twice_the_time_needed_an_outage_is_waited_out_where_uniform_progress_buys_on_demand():
+    """A day of 6-hour spells broken by 2-hour outages, then the job (8 GPU-h, 16 h to do them): an hour
+    on spot and a 2-hour outage. The margin left (about 7 h) pays for what the work left is expected to
+    spend (its waiting and losses, about 3 h), so the run waits; the calendar's line (half of the hours
+    left) is crossed half an hour into the outage, where up-s buys on-demand."""
+    day = ([UNLIMITED] * 36 + [0] * 12) * 3
+    window = [UNLIMITED] * 6 + [0] * 12 + [UNLIMITED] * 6 * 24
+    zone = _zone("us-east-1", "us-east-1a", day + window, 0.9)
+    market = align([zone], tick_s=600)
+    world = build_world(market, SimJob(name="t", workload="resnet50", nodes=1, deadline_h=16, work_gpu_hours=8,
+                                       restart_s=300, checkpoint_every_s=1800))
+    geo = Replay(world, start_tick=len(day), record=False).run(GeotrainPolicy())
+    ups = Replay(world, start_tick=len(day), record=False).run(baseline("up-s"))
+    assert geo.deadline_met and geo.on_demand_node_h == 0
+    assert ups.on_demand_node_h > 0 and geo.usd < ups.usd
+
+
+def test_the_spot_share_pays_for_waiting_as_spot_trains():
+    """``q`` of ``V``: without waiting, the expected share before the (k+1)-th loss,
+    ``(1/μ)·Σ_{j≤k} P(N(μ) > j)``; without losses, spot trains until the waiting ``w·t`` spends the margin:
+    ``min(1, m/(w·T))``; more margin never less."""
+    from geotrain.launcher.spot_policy import _spot_share
+
+    mu, k = 10.0, 2
+    exact = sum(1 - sum(math.exp(-mu) * mu**i / math.factorial(i) for i in range(j + 1)) for j in range(k + 1)) / mu
+    assert _spot_share(10.0, 2.0, 1.0, 0.0, 1.0) == pytest.approx(exact, abs=2e-3)
+    for margin_h, train_h, waiting in ((5.0, 20.0, 0.5), (12.0, 20.0, 0.5), (3.0, 10.0, 2.0)):
+        assert _spot_share(train_h, margin_h, 0.0, waiting, 0.5) == pytest.approx(
+            min(1.0, margin_h / (waiting * train_h)), abs=0.03)
+    shares = _spot_share(np.full(40, 20.0), np.linspace(0, 30, 40), 0.4, 0.6, 0.4)
+    assert np.all(np.diff(shares) >= -1e-12) and shares[0] == 0.0 and shares[-1] > 0.99
+
+
 # -- 4. a launch steers by the same rule ---------------------------------------------------------------------
 
 
