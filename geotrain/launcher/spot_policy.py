@@ -38,10 +38,12 @@ waiting must win by :data:`WAIT_MARGIN` over the best mix to enter (closer estim
 look of waiting spends margin that a policy asking again each look would spend again; an on-demand
 gang given back to wait needs only that margin, as it spends no restart). A *pace* keeps the lesser of
 Uniform Progress's line ``λ_p·m₀·H/H₀`` (:data:`PACE`; ``m₀`` the first margin) and what the work left
-is expected to spend, ``T·(w + λ·L)``: behind it the run does not wait, and an on-demand gang it holds
-stays until a restart's worth ahead; ahead of it, while every spot mix is down, the run waits (the
-margin is there to wait out the outage; with twice the time needed, the calendar's line alone called
-a run that had waited an hour "behind" and bought on-demand through the next outage). A zone that
+is expected to spend, ``T·(w + λ·L)``: an on-demand gang the run holds stays until a restart's worth
+ahead of it, and ahead of it, while every spot mix is down, the run waits (the margin is there to wait
+out the outage; with twice the time needed, the calendar's line alone called a run that had waited an
+hour "behind" and bought on-demand through the next outage). Waiting for a zone while another's spot
+can be had stops at the calendar's line (until a zone's down spells are seen, its prior says it is
+back within minutes at every look). A zone that
 flapped is left alone while its young spells' hazard makes it dear, and taken again when its spells
 say it holds; a zone's price, its restarts and its lost work are in the same figure.
 """
@@ -205,14 +207,16 @@ class SpotPolicy:
         h = d.hours_left
         if self._paced is None:  # the first decision: the margin to pace over the hours to the deadline
             self._paced = (max(0.0, d.margin_h()), max(h, 1e-9))
-        reserve = self.reserve_h(h, d.samples_left, value)
-        behind = d.margin_h() < reserve
+        reserve = self.reserve_h(h, d.samples_left, value)  # the pace against on-demand
         held = situation.held
         if held is not None and held.on_demand and d.margin_h() < reserve + d.restart_h:
             return Decision(held, False, math.nan, "on-demand until a restart's worth ahead of the pace")
-        if value is not None and value.outage_h > 0 and not behind and (held is None or held.on_demand):
+        if value is not None and value.outage_h > 0 and d.margin_h() >= reserve and (held is None or held.on_demand):
             # every spot mix is down and the margin is ahead of the pace: the time is there to wait
             return Decision(None, False, value.wait_usd, "ahead of the pace: waiting for spot")
+        # waiting for a zone while another's spot can be had: the calendar's line (a zone's prior says it
+        # is back within minutes at every look until its down spells are seen)
+        behind = d.margin_h() < self.reserve_h(h)
         wait = value.wait_usd if value is not None and not behind else math.inf
         waiting = Decision(None, False, wait, "waiting for spot")
         stay = None
@@ -242,8 +246,9 @@ class SpotPolicy:
         and what the work left is expected to spend, ``T·(w + λ_s·L)`` (``V``'s waiting share and losses
         over its ``T`` hours of training). With slack the calendar's line keeps far more than the market
         needs, and a run that waited an hour would be "behind" and buy on-demand through the next
-        outage; the expected spend lets it wait wherever the market leaves the time. No reserve where the
-        first margin was unbounded (nothing left to train, or no on-demand gang to fall back on)."""
+        outage; the expected spend lets it wait wherever the market leaves the time. Without ``value``:
+        the calendar's line alone. No reserve where the first margin was unbounded (nothing left to
+        train, or no on-demand gang to fall back on)."""
         if self._paced is None or math.isinf(self._paced[0]):
             return 0.0
         margin_h, start_h = self._paced
