@@ -145,7 +145,7 @@ class MarketValue:
         return samples * (share * self.spot_usd_per_sample + (1 - share) * self.on_demand_usd_per_sample)
 
 
-SHARE_POINTS = 24  # where the share's integral over the training left is taken (midpoints)
+SHARE_POINTS = 8  # where the share's integral over the training left is taken (midpoints)
 
 
 def _spot_share(train_h: np.ndarray, margin_h: np.ndarray, losses_per_h: float, waiting_share: float,
