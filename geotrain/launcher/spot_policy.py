@@ -37,13 +37,16 @@ The smallest expected cost wins; leaving the mix held must win by :data:`SWITCH_
 waiting must win by :data:`WAIT_MARGIN` over the best mix to enter (closer estimates are noise, and a
 look of waiting spends margin that a policy asking again each look would spend again; an on-demand
 gang given back to wait needs only that margin, as it spends no restart). A *pace* keeps the lesser of
-Uniform Progress's line ``λ_p·m₀·H/H₀`` (:data:`PACE`; ``m₀`` the first margin) and what the work left
-is expected to spend, ``T·(w + λ·L)``: an on-demand gang the run holds stays until a restart's worth
-ahead of it, and ahead of it, while every spot mix is down, the run waits (the margin is there to wait
-out the outage; with twice the time needed, the calendar's line alone called a run that had waited an
-hour "behind" and bought on-demand through the next outage). Waiting for a zone while another's spot
-can be had stops at the calendar's line (until a zone's down spells are seen, its prior says it is
-back within minutes at every look). A zone that
+Uniform Progress's line ``λ_p·m₀·H/H₀`` (:data:`PACE`; ``m₀`` the first margin, at most
+:data:`PACE_CAP` of the time the work needed on on-demand) and what the work left is expected to
+spend, ``T·(w + λ·L)``: an on-demand gang the run holds stays until a restart's worth ahead of it, and
+ahead of it, while every spot mix is down, the run waits (the margin is there to wait out the outage;
+with twice the time needed, the calendar's line alone called a run that had waited an hour "behind"
+and bought on-demand through the next outage, and where the past day said the work would spend more
+than the whole margin, the uncapped line did so from the first look). Waiting for a zone while
+another's spot can be had stops at the calendar's line, uncapped (until a zone's down spells are seen,
+its prior says it is back within minutes at every look). Work on an on-demand gang is not at risk (it
+is not taken, and a change checkpoints first): the net and the pace count none of it there. A zone that
 flapped is left alone while its young spells' hazard makes it dear, and taken again when its spells
 say it holds; a zone's price, its restarts and its lost work are in the same figure.
 """
@@ -63,6 +66,7 @@ GRID_POINTS = 48  # where a need may break, between now and the end of the work
 SWITCH_MARGIN = 0.25  # leaving the mix held must save this share of its expected cost
 WAIT_MARGIN = 0.03  # waiting must save this share of the best entry's expected cost
 PACE = 1.0  # how closely the work follows the line from start to deadline (Uniform Progress: 1; 0: no pace)
+PACE_CAP = 0.5  # the line paces at most this share of the time the work needs on on-demand (0: no cap)
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,10 +188,11 @@ class SpotPolicy:
     """The decision of the module docstring; one per run (it remembers that the net was reached)."""
 
     def __init__(self, *, switch_margin: float = SWITCH_MARGIN, grid_points: int = GRID_POINTS,
-                 pace: float = PACE) -> None:
+                 pace: float = PACE, pace_cap: float = PACE_CAP) -> None:
         self.switch_margin = switch_margin
         self.grid_points = grid_points
         self.pace = pace
+        self.pace_cap = pace_cap
         self.committed = False
         self._paced: tuple[float, float] | None = None  # (margin, hours left) at the first decision
         self._unit: tuple[np.ndarray, np.ndarray] | None = None  # the grid of a horizon of 1 h
@@ -196,6 +201,9 @@ class SpotPolicy:
                holds: Callable[[Need], bool] | None = None) -> Decision:
         """``holds(need)``: whether a mix's spot nodes can be had now (default: the watch's last look)."""
         holds = holds or watch.holds
+        if situation.held is not None and situation.held.on_demand and situation.deadline.at_risk_samples:
+            # an on-demand gang is not taken, and a change the run makes checkpoints first: nothing is at risk
+            situation = replace(situation, deadline=replace(situation.deadline, at_risk_samples=0.0))
         d = situation.deadline
         on_demand = [m for m in mixes if m.on_demand and m.samples_per_s > 0]
         if on_demand and (self.committed or d.rule() is MarketRule.ON_DEMAND):
@@ -244,17 +252,22 @@ class SpotPolicy:
         """The margin the pace keeps with ``hours_left`` to go: the lesser of the calendar's line
         ``λ·m₀·H/H₀`` (Uniform Progress, ``λ = 1``, spends the first margin ``m₀`` evenly over the time)
         and what the work left is expected to spend, ``T·(w + λ_s·L)`` (``V``'s waiting share and losses
-        over its ``T`` hours of training). With slack the calendar's line keeps far more than the market
-        needs, and a run that waited an hour would be "behind" and buy on-demand through the next
-        outage; the expected spend lets it wait wherever the market leaves the time. Without ``value``:
-        the calendar's line alone. No reserve where the first margin was unbounded (nothing left to
-        train, or no on-demand gang to fall back on)."""
+        over its ``T`` hours of training); against on-demand the line paces at most ``c·(H₀ − m₀)`` of the
+        first margin (:data:`PACE_CAP` ``c`` of the time the work needed on on-demand). With slack the
+        calendar's line keeps far more than the market needs, and a run that waited an hour would be
+        "behind" and buy on-demand through the next outage; the expected spend lets it wait wherever the
+        market leaves the time, and where the past day's market says even the whole margin will not do
+        (a zone that flapped all day), the cap leaves the slack beyond ``c`` to wait in. Without
+        ``value``: the calendar's line alone, uncapped. No reserve where the first margin was unbounded
+        (nothing left to train, or no on-demand gang to fall back on)."""
         if self._paced is None or math.isinf(self._paced[0]):
             return 0.0
         margin_h, start_h = self._paced
-        line_h = self.pace * margin_h * max(0.0, hours_left) / start_h
         if value is None or not math.isfinite(value.spot_usd_per_sample):
-            return line_h
+            return self.pace * margin_h * max(0.0, hours_left) / start_h
+        if self.pace_cap > 0:
+            margin_h = min(margin_h, self.pace_cap * (start_h - margin_h))
+        line_h = self.pace * margin_h * max(0.0, hours_left) / start_h
         train_h = samples_left / (3600 * value.on_demand_samples_per_s)
         return min(line_h, train_h * (value.waiting_share + value.preemptions_per_h * value.loss_h))
 

@@ -91,6 +91,23 @@ def test_the_policy_commits_to_on_demand_exactly_when_the_net_says(samples, hour
         assert decision.mix == od
 
 
+
+def test_work_on_an_on_demand_gang_is_not_at_risk():
+    """The net counts the work since the last checkpoint as lost if the gang is taken; an on-demand gang is
+    not taken, and a change the run makes checkpoints first. With 0.2 h of work since a checkpoint and
+    0.1 h of margin without it, a run on spot is due on on-demand; a run on on-demand is not (nor does it
+    lose its margin to the checkpoint's phase)."""
+    deadline = Deadline(3.6e6, 1.3, 1000.0, at_risk_samples=7.2e5, restart_h=0.1, look_h=0.1)
+    assert deadline.rule() is MarketRule.ON_DEMAND and replace(deadline, at_risk_samples=0).margin_h() > 0
+    od = Mix((("od", 1),), 3.0, 1000.0, ())
+    spot = Mix((("spot", 1),), 1.0, 1000.0, (("k", 1),))
+    watch = MarketWatch()
+    watch.observe("k", 0.0, 1)
+    on_spot = SpotPolicy().decide(Situation(deadline, 0.5, False, held=spot), [od, spot], watch)
+    assert on_spot.committed and on_spot.mix == od
+    on_od = SpotPolicy().decide(Situation(deadline, 0.5, False, held=od), [od, spot], watch)
+    assert not on_od.committed
+
 # -- 2. the market watch ------------------------------------------------------------------------------------
 
 
@@ -193,6 +210,25 @@ def test_with_twice_the_time_needed_an_outage_is_waited_out_where_uniform_progre
     assert geo.deadline_met and geo.on_demand_node_h == 0
     assert ups.on_demand_node_h > 0 and geo.usd < ups.usd
 
+
+
+def test_with_twice_the_time_needed_a_zone_down_half_its_day_is_still_waited_for():
+    """A day of 1.5-hour spells and 1.5-hour outages, then the job (8 GPU-h, 16 h to do them) starts in an
+    outage. The past day says the work left will spend more than the whole margin (an hour of waiting per
+    hour of spot, and a loss every 1.5 h), so the calendar's line would be the pace, and an hour of
+    waiting puts the run behind it: it bought on-demand. Capped at half the time the work needs, the
+    line leaves the rest of the slack to wait in: no on-demand, cheaper than up-s."""
+    day = ([UNLIMITED] * 9 + [0] * 9) * 8
+    window = [0] * 9 + [UNLIMITED] * 6 * 24
+    zone = _zone("us-east-1", "us-east-1a", day + window, 0.9)
+    world = build_world(align([zone], tick_s=600), SimJob(name="t", workload="resnet50", nodes=1, deadline_h=16,
+                                                           work_gpu_hours=8, restart_s=300, checkpoint_every_s=1800))
+    geo = Replay(world, start_tick=len(day), record=False).run(GeotrainPolicy())
+    uncapped = Replay(world, start_tick=len(day), record=False).run(GeotrainPolicy(spot_policy={"pace_cap": 0}))
+    ups = Replay(world, start_tick=len(day), record=False).run(baseline("up-s"))
+    assert geo.deadline_met and geo.on_demand_node_h == 0
+    assert uncapped.on_demand_node_h > 0 and ups.on_demand_node_h > 0
+    assert geo.usd < ups.usd < uncapped.usd
 
 def test_the_spot_share_pays_for_waiting_as_spot_trains():
     """``q`` of ``V``: without waiting, the expected share before the (k+1)-th loss,
