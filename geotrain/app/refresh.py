@@ -26,6 +26,7 @@ class RefreshRequest:
     clouds: tuple[str, ...] = ()  # () = every cloud
     regions: tuple[str, ...] = ()
     accelerators: tuple[str, ...] = ()
+    gang_nodes: int | None = None  # placement scores asked for a gang of this many nodes (None: the sources' 8)
 
 
 def source_for(cloud: str) -> PriceSource:
@@ -46,7 +47,7 @@ def refresh(request: RefreshRequest, *, progress: Progress = no_progress,
             make_source: Callable[[str], PriceSource] = source_for) -> RefreshOutcome:
     sources = [make_source(cloud) for cloud in chosen_clouds(request.clouds)]
     fetch = FetchRequest(regions=frozenset(request.regions) or None,
-                         accelerators=frozenset(request.accelerators) or None)
+                         accelerators=frozenset(request.accelerators) or None, gang_nodes=request.gang_nodes)
     return refresh_catalog(sources, store=SnapshotStore(), request=fetch, progress=progress)
 
 

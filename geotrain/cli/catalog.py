@@ -178,6 +178,9 @@ def refresh(
     region: list[str] = typer.Option(None, "--regions", "--region", help="Only these regions, e.g. us-east-1."),
     accelerator: list[str] = typer.Option(None, "--accelerators", "--accelerator",
                                           help="Only these accelerator models, e.g. T4,A100."),
+    gang_nodes: int = typer.Option(None, "--gang-nodes", min=1, max=1000, metavar="N",
+                                   help="Ask the placement scores (AWS, Azure) for a gang of N nodes, "
+                                        "your job's (default 8)."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
 ) -> None:
     """Fetch live prices, capacity and interruption signals from the clouds into a new current snapshot."""
@@ -188,7 +191,8 @@ def refresh(
     def progress(cloud_name: str, region_name: str, what: str) -> None:
         print(f"  {cloud_name} {region_name}: {what}", file=sys.stderr, flush=True)
 
-    outcome = live.refresh(live.RefreshRequest(split_values(cloud), split_values(region), split_values(accelerator)),
+    outcome = live.refresh(live.RefreshRequest(split_values(cloud), split_values(region), split_values(accelerator),
+                                               gang_nodes),
                            progress=progress)
     summary = {
         "snapshot_id": outcome.snapshot.snapshot_id, "parent_id": outcome.parent_id, "offers": outcome.offers,

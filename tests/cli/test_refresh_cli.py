@@ -102,6 +102,20 @@ def test_refresh_then_list_plan_and_history_use_the_live_prices(aws_env):
     assert api and all(h["zone"] == zone and h["snapshot_id"] is None for h in api)
 
 
+
+def test_refresh_asks_placement_scores_for_the_gang_it_is_told(aws_env):
+    """``--gang-nodes 16``: the stored placement scores are for a gang of 16 (8 without it); 0 is refused."""
+    args = ["catalog", "refresh", "--cloud", "aws", "--regions", "us-east-1", "--accelerators", "V100", "--json"]
+    result = runner.invoke(app, [*args, "--gang-nodes", "16"])
+    assert result.exit_code == 0, result.output
+    listed = json.loads(runner.invoke(app, ["catalog", "list", "--cloud", "aws", "--region", "us-east-1",
+                                            "--accelerator", "V100", "--market", "spot", "--json"]).stdout)["offers"]
+    scored = [r for r in listed if "placement score" in r["source"]]
+    assert scored and all("for 16 instances" in r["source"] for r in scored)
+    assert all(r["capacity_hint"] in (None, 16) and r["availability"] is not None for r in scored)
+    refused = runner.invoke(app, [*args, "--gang-nodes", "0"])
+    assert refused.exit_code == 2 and "--gang-nodes" in refused.output
+
 def test_refresh_of_an_unknown_cloud_or_one_without_credentials_stores_nothing(no_clouds):
     store = SnapshotStore()
     before = store.current_id()

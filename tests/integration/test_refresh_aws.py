@@ -256,6 +256,19 @@ def test_capacity_hint_follows_the_placement_score(fake):
     assert all("instances of p3.16xlarge, p3.2xlarge, p3.8xlarge, asked 20" in r["source"] for r in scored)
 
 
+
+def test_placement_scores_are_asked_for_the_gang_a_refresh_names(fake, geotrain_home):
+    """``catalog refresh --gang-nodes 4``: the group is asked for 4 instances (the job's gang) instead of
+    the source's 8, and a likely score's capacity hint is the gang."""
+    result = source(fake, likely_score=5).fetch(
+        FetchRequest(regions=EAST, accelerators=frozenset({"V100"}), gang_nodes=4))
+    scored = [r for r in result.rows if r["availability"] != ""]
+    assert {(r["zone"], r["capacity_hint"]) for r in scored} == {
+        ("use1-az1", ""), ("use1-az2", ""), ("use1-az5", 4), ("use1-az6", 4)}
+    assert all("placement score" in r["source"] and "/10 for 4 instances" in r["source"] for r in scored)
+    default = source(fake, likely_score=5).fetch(FetchRequest(regions=EAST, accelerators=frozenset({"V100"})))
+    assert {r["capacity_hint"] for r in default.rows if r["availability"] != ""} == {"", 8}
+
 def test_scores_asked_within_24_hours_come_from_the_cache_and_new_groups_keep_the_allowance(fake, geotrain_home):
     """AWS lets an account ask a limited number of new configurations in 24 hours and repeat those it
     asked: a refresh asks each group once a day, and stops at the allowance."""

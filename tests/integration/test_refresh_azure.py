@@ -333,6 +333,13 @@ def test_placement_scores_where_the_subscription_has_them(fake):
     assert result.signals["placement_medium"] == 1 and "placement_scores_unavailable" not in result.signals
 
 
+
+def test_placement_scores_are_asked_for_the_gang_a_refresh_names(fake):
+    fake.placement_scores = {("Standard_NC4as_T4_v3", "eastus"): "High"}
+    request = FetchRequest(regions=TWO_REGIONS, observed_at=OBSERVED, gang_nodes=6)
+    rows = keyed(source(fake, placement_count=4).fetch(request).rows)
+    assert rows[("azure", "eastus", "", "Standard_NC4as_T4_v3", "spot")]["capacity_hint"] == 6
+
 def test_placement_scores_refused_is_counted_not_an_error(fake):
     fake.placement_scores = {}
     fake.forbidden = {"placement"}

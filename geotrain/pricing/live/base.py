@@ -39,6 +39,7 @@ class FetchRequest:
     regions: frozenset[str] | None = None  # region names (us-east-1, europe-west4, eastus); None: all
     accelerators: frozenset[str] | None = None  # canonical names (T4, A100-80GB); None: every GPU offer
     observed_at: datetime | None = None  # when the refresh ran (rows without a cloud time get it)
+    gang_nodes: int | None = None  # the nodes a job's gang needs: what placement scores are asked for (None: the source's)
 
 
 # what a source could not read (``Skipped.data``): each kind of data fails on its own, and the rest is kept

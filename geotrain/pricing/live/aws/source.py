@@ -141,7 +141,8 @@ class AwsSource:
                     spot_types[row["instance_type"]].add(region)
         if self.placement_scores and spot_types:
             progress(self.cloud, "*", "placement scores")
-            self._apply_scores(rows, spot_types, skipped, request.observed_at or self._clock())
+            self._apply_scores(rows, spot_types, skipped, request.observed_at or self._clock(),
+                               request.gang_nodes or self.placement_capacity)
         signals = {"capacity_hint": sum(1 for r in rows if r["capacity_hint"] != ""),
                    "interruption_band": sum(1 for r in rows if r["market"] == "spot" and r["interruption_band"] != ""),
                    "availability": sum(1 for r in rows if r["availability"] != "")}
@@ -337,9 +338,10 @@ class AwsSource:
         return prices
 
     def _apply_scores(self, rows: list[dict[str, Any]], spot_types: Mapping[str, set[str]],
-                      skipped: list[Skipped], now: datetime) -> None:
-        """Placement scores per group of one accelerator model's types (:mod:`.placement`), from the cache
-        where asked in the last 24 hours, within the account's allowance of new configurations."""
+                      skipped: list[Skipped], now: datetime, target_capacity: int) -> None:
+        """Placement scores per group of one accelerator model's types (:mod:`.placement`), for
+        ``target_capacity`` instances (the job's gang where the refresh names one), from the cache where
+        asked in the last 24 hours, within the account's allowance of new configurations."""
         from botocore.exceptions import ClientError
 
         cache = self._score_cache if self._score_cache is not None else ScoreCache()
@@ -348,7 +350,7 @@ class AwsSource:
             spec = self._specs.get(itype)
             if spec is not None and spec.accelerator:
                 by_model[spec.accelerator].add(itype)
-        configs = groups(by_model, spot_types, self.placement_capacity)
+        configs = groups(by_model, spot_types, target_capacity)
         scored: dict[tuple[str, str, str], tuple[int, Configuration, datetime]] = {}  # (region, AZ id, type)
         left = 0
         for config in configs:

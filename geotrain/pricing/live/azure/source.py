@@ -206,7 +206,8 @@ class AzureSource:
         bands = eviction_bands(client, spot, calls, signals, progress, arm_url=self._arm_url,
                                backoff=self._backoff, call_options=self._call_options())
         capacity = placement_hints(client, spot, calls, signals, progress, arm_url=self._arm_url,
-                                   subscription_id=self._subscription_id, placement_count=self._placement_count,
+                                   subscription_id=self._subscription_id,
+                                   placement_count=request.gang_nodes or self._placement_count,
                                    regions_per_call=self._placement_regions,
                                    sizes_per_call=self._placement_sizes, backoff=self._backoff,
                                    call_options=self._call_options())
