@@ -5,7 +5,8 @@ each decision. With
 
 - ``h`` the hours left to the deadline, ``Δ`` the hours until the launcher decides again,
 - ``S`` the samples not yet trained and ``a`` those trained since the last checkpoint (lost if the
-  gang is taken without notice; 0 where a notice leaves time to checkpoint),
+  gang is taken without notice; 0 where a notice leaves time to checkpoint, and on an on-demand gang,
+  which is not taken),
 - ``R`` the hours from a change of gang to training again (launch, rendezvous, checkpoint load),
 - ``r_od`` the samples/s of the fastest on-demand gang the job can buy,
 

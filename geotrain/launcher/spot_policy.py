@@ -45,8 +45,7 @@ with twice the time needed, the calendar's line alone called a run that had wait
 and bought on-demand through the next outage, and where the past day said the work would spend more
 than the whole margin, the uncapped line did so from the first look). Waiting for a zone while
 another's spot can be had stops at the calendar's line, uncapped (until a zone's down spells are seen,
-its prior says it is back within minutes at every look). Work on an on-demand gang is not at risk (it
-is not taken, and a change checkpoints first): the net and the pace count none of it there. A zone that
+its prior says it is back within minutes at every look). A zone that
 flapped is left alone while its young spells' hazard makes it dear, and taken again when its spells
 say it holds; a zone's price, its restarts and its lost work are in the same figure.
 """
@@ -201,9 +200,6 @@ class SpotPolicy:
                holds: Callable[[Need], bool] | None = None) -> Decision:
         """``holds(need)``: whether a mix's spot nodes can be had now (default: the watch's last look)."""
         holds = holds or watch.holds
-        if situation.held is not None and situation.held.on_demand and situation.deadline.at_risk_samples:
-            # an on-demand gang is not taken, and a change the run makes checkpoints first: nothing is at risk
-            situation = replace(situation, deadline=replace(situation.deadline, at_risk_samples=0.0))
         d = situation.deadline
         on_demand = [m for m in mixes if m.on_demand and m.samples_per_s > 0]
         if on_demand and (self.committed or d.rule() is MarketRule.ON_DEMAND):

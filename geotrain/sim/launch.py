@@ -184,9 +184,13 @@ class SimLaunch:
 
     def remaining(self) -> Deadline:
         """The work at risk is what the replay trained since its last checkpoint (a launcher knows when it
-        last wrote one); the next look is a tick away."""
+        last wrote one), none on an on-demand gang (it is not taken, and a change the run makes
+        checkpoints first: counting it swung the margin by a checkpoint's worth of work); the next look
+        is a tick away."""
         r = self.replay
-        at_risk = 0.0 if r.job.notice_saves_work else r.progress - r.committed
+        running = r.running()
+        on_demand = bool(running) and all(n.market == Market.ON_DEMAND for n in running)
+        at_risk = 0.0 if r.job.notice_saves_work or on_demand else r.progress - r.committed
         return Deadline(r.samples_left, r.hours_left, self.on_demand_samples_per_s, at_risk_samples=at_risk,
                         restart_h=r.job.restart_s / 3600, look_h=r.tick_s / 3600)
 

@@ -92,21 +92,30 @@ def test_the_policy_commits_to_on_demand_exactly_when_the_net_says(samples, hour
 
 
 
-def test_work_on_an_on_demand_gang_is_not_at_risk():
-    """The net counts the work since the last checkpoint as lost if the gang is taken; an on-demand gang is
-    not taken, and a change the run makes checkpoints first. With 0.2 h of work since a checkpoint and
-    0.1 h of margin without it, a run on spot is due on on-demand; a run on on-demand is not (nor does it
-    lose its margin to the checkpoint's phase)."""
-    deadline = Deadline(3.6e6, 1.3, 1000.0, at_risk_samples=7.2e5, restart_h=0.1, look_h=0.1)
-    assert deadline.rule() is MarketRule.ON_DEMAND and replace(deadline, at_risk_samples=0).margin_h() > 0
-    od = Mix((("od", 1),), 3.0, 1000.0, ())
-    spot = Mix((("spot", 1),), 1.0, 1000.0, (("k", 1),))
-    watch = MarketWatch()
-    watch.observe("k", 0.0, 1)
-    on_spot = SpotPolicy().decide(Situation(deadline, 0.5, False, held=spot), [od, spot], watch)
-    assert on_spot.committed and on_spot.mix == od
-    on_od = SpotPolicy().decide(Situation(deadline, 0.5, False, held=od), [od, spot], watch)
-    assert not on_od.committed
+
+@pytest.mark.parametrize("spot", [True, False])
+def test_work_on_an_on_demand_gang_is_not_at_risk(spot):
+    """The net counts the work since the last checkpoint as lost if the gang is taken: on spot it is; an
+    on-demand gang is not taken, and a change the run makes checkpoints first, so a replay's deadline
+    counts none of it there (counting it swung the margin by a checkpoint's worth of work)."""
+    n = 6 * 8
+    zone = _zone("us-east-1", "us-east-1a", [UNLIMITED if spot else 0] * n, 0.9)
+    world = build_world(align([zone], tick_s=600), SimJob(name="t", workload="resnet50", nodes=1, deadline_h=3,
+                                                           work_gpu_hours=2, restart_s=300, checkpoint_every_s=1800))
+    policy, seen = GeotrainPolicy(), []
+    act = policy.act
+
+    def looked(replay: Replay) -> None:
+        act(replay)
+        seen.append(({x.market for x in replay.running()}, replay.progress - replay.committed,
+                     policy.la.remaining().at_risk_samples))
+
+    policy.act = looked
+    assert Replay(world, record=False).run(policy).deadline_met
+    market = Mkt.SPOT if spot else Mkt.ON_DEMAND
+    held = [(since, risk) for markets, since, risk in seen if markets == {market}]
+    assert any(since > 0 for since, _ in held)
+    assert all(risk == (since if spot else 0.0) for since, risk in held)
 
 # -- 2. the market watch ------------------------------------------------------------------------------------
 
